@@ -1,0 +1,2 @@
+//! statestore CLI.
+fn main() {}

@@ -1,0 +1,2 @@
+//! wordcount.
+fn main() {}

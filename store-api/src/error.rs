@@ -1,0 +1,134 @@
+//! The one error type of the store API.
+
+use std::path::PathBuf;
+
+/// The result type of every fallible store operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed native error, kept as the source of [`Error::Backend`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Every failure a store, a backend factory or a changelog can report.
+///
+/// A missing key is not an error: lookups return `Ok(None)`. Backends convert their native
+/// errors into this type in one place, keeping the native error as a source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The caller passed something the contract rejects (an oversized key, a bad name, an
+    /// unknown option). Nothing was written.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The path is already open, by this process or another one.
+    #[error("{path} is locked: {detail}")]
+    Locked {
+        /// The locked file or directory.
+        path: PathBuf,
+        /// Who holds it, as far as is known.
+        detail: String,
+    },
+
+    /// Stored data failed a checksum or could not be decoded.
+    #[error("corruption: {0}")]
+    Corruption(String),
+
+    /// An operating-system I/O error.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The store or log was closed; no operation succeeds after `close`.
+    #[error("the store is closed")]
+    Closed,
+
+    /// The operation or option is not supported by this backend.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+
+    /// A remote dependency (such as a Kafka broker) did not answer in time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+
+    /// A native engine error that fits no other kind.
+    #[error("{backend} error: {source}")]
+    Backend {
+        /// The engine's registered name, such as `"rocksdb"`.
+        backend: &'static str,
+        /// The native error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// The kind of an [`Error`], for matching without destructuring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// See [`Error::InvalidArgument`].
+    InvalidArgument,
+    /// See [`Error::Locked`].
+    Locked,
+    /// See [`Error::Corruption`].
+    Corruption,
+    /// See [`Error::Io`].
+    Io,
+    /// See [`Error::Closed`].
+    Closed,
+    /// See [`Error::Unsupported`].
+    Unsupported,
+    /// See [`Error::Timeout`].
+    Timeout,
+    /// See [`Error::Backend`].
+    Backend,
+}
+
+impl Error {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Locked { .. } => ErrorKind::Locked,
+            Error::Corruption(_) => ErrorKind::Corruption,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Closed => ErrorKind::Closed,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::Timeout(_) => ErrorKind::Timeout,
+            Error::Backend { .. } => ErrorKind::Backend,
+        }
+    }
+
+    /// An [`Error::InvalidArgument`] with the given message.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument(message.into())
+    }
+
+    /// An [`Error::Io`] that says what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// An [`Error::Backend`] wrapping a native error of the named engine.
+    pub fn backend(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        Error::Backend {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// An [`Error::Locked`] for `path`.
+    pub fn locked(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
+        Error::Locked {
+            path: path.into(),
+            detail: detail.into(),
+        }
+    }
+}

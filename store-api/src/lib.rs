@@ -1,0 +1,34 @@
+//! The narrow, byte-oriented key-value API that every statestore backend implements.
+//!
+//! This crate depends on no storage engine. It defines:
+//! - [`KeyValueStore`], the dyn-compatible store trait, whose docs are the contract every
+//!   backend meets and the `statestore-conformance` suite checks;
+//! - [`WriteBatch`], writes as data, applied atomically;
+//! - [`Error`], the one error type, with an [`ErrorKind`] per failure class;
+//! - [`Capabilities`], the optional behaviour a backend declares;
+//! - [`BackendFactory`], which opens a backend by name with options from configuration.
+//!
+//! ```
+//! use std::ops::Bound;
+//! use store_api::{bounds, WriteBatch};
+//!
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"user/1".to_vec(), b"ada".to_vec()).delete(b"user/2".to_vec());
+//! assert!(batch.validate().is_ok());
+//! // A prefix scan is the range [prefix, successor(prefix)).
+//! assert_eq!(bounds::prefix_upper_bound(b"user/"), Bound::Excluded(b"user0".to_vec()));
+//! ```
+
+mod batch;
+pub mod bounds;
+mod capabilities;
+mod error;
+mod factory;
+pub mod limits;
+mod store;
+
+pub use batch::{BatchOp, WriteBatch};
+pub use capabilities::Capabilities;
+pub use error::{BoxError, Error, ErrorKind, Result};
+pub use factory::{BackendFactory, BackendOptions, create_store_dir, parse_options};
+pub use store::{KeyValueStore, KvIter, KvPair};
