@@ -1,1 +1,224 @@
-//! Placeholder, replaced below.
+//! The in-memory backend of statestore: an ordered map behind a reader-writer lock.
+//!
+//! It is the fastest backend and the right one for state that is small, or cheap to rebuild
+//! from the changelog on start. Nothing survives the process: it declares no `persistent`
+//! capability, and `flush` does nothing.
+//!
+//! Iterators do not copy the range up front: they walk the live map in short locked stretches
+//! (see [`Config::iterator_batch`]), so they are weakly consistent, not snapshots.
+//!
+//! ```
+//! use std::ops::Bound;
+//! use statestore_memory::{Config, MemoryStore};
+//! use store_api::{KeyValueStore, WriteBatch};
+//!
+//! let store = MemoryStore::new(Config::default());
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"b".to_vec(), b"2".to_vec()).put(b"a".to_vec(), b"1".to_vec());
+//! store.write(batch)?;
+//! let keys: Vec<Vec<u8>> = store
+//!     .range(Bound::Unbounded, Bound::Unbounded)?
+//!     .map(|entry| entry.map(|(key, _)| key))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec()]);
+//! # Ok::<(), store_api::Error>(())
+//! ```
+
+mod config;
+mod iter;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::RwLock;
+use store_api::bounds::to_owned_bound;
+use store_api::limits::{check_entry, check_key};
+use store_api::{
+    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result,
+    WriteBatch, parse_options,
+};
+
+pub use config::Config;
+use iter::MemoryIter;
+
+/// The registered name of this backend.
+pub const NAME: &str = "memory";
+
+type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Debug)]
+struct Shared {
+    map: RwLock<Map>,
+    closed: AtomicBool,
+    config: Config,
+}
+
+impl Shared {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// An in-memory store. Cloning gives another handle to the same data.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    shared: Arc<Shared>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new(config: Config) -> Self {
+        let shared = Shared {
+            map: RwLock::new(Map::new()),
+            closed: AtomicBool::new(false),
+            config,
+        };
+        MemoryStore {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// An empty store; `dir` is ignored, as nothing is kept on disk. This is the signature every
+    /// backend shares.
+    ///
+    /// # Errors
+    /// None today; the signature matches the persistent backends.
+    pub fn open(_dir: &Path, config: Config) -> Result<MemoryStore> {
+        Ok(MemoryStore::new(config))
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.shared.is_closed() {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn iter(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
+        self.check_open()?;
+        let (from, to) = (to_owned_bound(from), to_owned_bound(to));
+        Ok(Box::new(MemoryIter::new(
+            Arc::clone(&self.shared),
+            from,
+            to,
+            reverse,
+        )))
+    }
+}
+
+/// Sets `key` to `value`, reusing the existing entry's allocations when the key is present.
+fn upsert(map: &mut Map, key: &[u8], value: &[u8]) {
+    match map.get_mut(key) {
+        Some(slot) => {
+            slot.clear();
+            slot.extend_from_slice(value);
+        }
+        None => {
+            map.insert(key.to_vec(), value.to_vec());
+        }
+    }
+}
+
+impl KeyValueStore for MemoryStore {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new()
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.check_open()?;
+        Ok(self.shared.map.read().get(key).cloned())
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_entry(key, value)?;
+        self.check_open()?;
+        upsert(&mut self.shared.map.write(), key, value);
+        Ok(())
+    }
+
+    fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_entry(key, value)?;
+        self.check_open()?;
+        let mut map = self.shared.map.write();
+        if let Some(existing) = map.get(key) {
+            return Ok(Some(existing.clone()));
+        }
+        map.insert(key.to_vec(), value.to_vec());
+        Ok(None)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.check_open()?;
+        self.shared.map.write().remove(key);
+        Ok(())
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        batch.validate()?;
+        self.check_open()?;
+        // One write lock over the whole batch is what makes it atomic to readers.
+        let mut map = self.shared.map.write();
+        for op in batch {
+            match op {
+                BatchOp::Put { key, value } => {
+                    map.insert(key, value);
+                }
+                BatchOp::Delete { key } => {
+                    map.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        self.iter(from, to, false)
+    }
+
+    fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        self.iter(from, to, true)
+    }
+
+    /// Exact: the number of keys in the map.
+    fn approximate_len(&self) -> Result<u64> {
+        self.check_open()?;
+        Ok(self.shared.map.read().len() as u64)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.check_open()
+    }
+
+    /// Marks every handle closed and frees the data.
+    fn close(&self) -> Result<()> {
+        if !self.shared.closed.swap(true, Ordering::AcqRel) {
+            self.shared.map.write().clear();
+        }
+        Ok(())
+    }
+}
+
+/// Opens [`MemoryStore`]s by name: `"memory"`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryFactory;
+
+impl BackendFactory for MemoryFactory {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn open(&self, dir: &Path, options: &BackendOptions) -> Result<Box<dyn KeyValueStore>> {
+        let config: Config = parse_options(NAME, options)?;
+        Ok(Box::new(MemoryStore::open(dir, config)?))
+    }
+}

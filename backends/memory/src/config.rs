@@ -1,0 +1,22 @@
+//! Options of the memory backend.
+
+use serde::{Deserialize, Serialize};
+
+/// Options of the memory backend.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The most entries an iterator copies out per acquisition of the map's read lock
+    /// (default 256). Iterators start at 16 and double up to this, so a short scan copies
+    /// little, while a long one holds the lock for bounded stretches and lets writers in
+    /// between. Values below 1 are treated as 1.
+    pub iterator_batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            iterator_batch: 256,
+        }
+    }
+}
