@@ -28,8 +28,11 @@ fn exercise(name: &str, dir: &std::path::Path) -> Result<String> {
         batch.put(format!("word/{i:08}"), i.to_le_bytes().to_vec());
     }
     store.write(batch)?;
-    let hit = store.get(b"word/00004242")?;
-    assert_eq!(hit, Some(4242u32.to_le_bytes().to_vec()));
+    if store.get(b"word/00004242")? != Some(4242u32.to_le_bytes().to_vec()) {
+        return Err(statestore::Error::Corruption(format!(
+            "{name} lost a batched write"
+        )));
+    }
     let in_range = store
         .range(
             Bound::Included(b"word/00001000"),
