@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine with only a Rust toolchain lacks. Idempotent: every
+# step checks before it acts. Sourced by run.sh and test.sh.
+set -euo pipefail
+
+need_apt=()
+for pkg in libclang-dev make; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if ((${#need_apt[@]})); then
+    echo "setup: installing ${need_apt[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# One build cache outside the clone, so a fresh clone (and CI) reuses RocksDB and librdkafka.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/statestore-target}"
