@@ -5,6 +5,19 @@
 //! `(offset, key, value or tombstone)`. Implementations: the embedded segment-file log (the
 //! default, one machine), Kafka through rdkafka (many machines), and memory (tests).
 
+mod checkpoint;
+mod logged;
 mod record;
+mod restore;
+mod state_dir;
 
+pub use checkpoint::{
+    CHECKPOINT_FILE, CHECKPOINT_TMP_FILE, Checkpoint, CheckpointEntries, TopicPartition,
+    read_checkpoint, write_checkpoint,
+};
+pub use logged::{LoggedStore, LoggedStoreConfig};
 pub use record::{Changelog, ChangelogRecord};
+pub use restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, restore, wipe};
+pub use state_dir::{
+    LOCK_FILE, StateDirectory, TaskDirectory, TaskId, create_private_dir, validate_name,
+};

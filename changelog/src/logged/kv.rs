@@ -1,0 +1,139 @@
+//! The store trait of [`LoggedStore`]: reads merge the write buffer over the store; writes go
+//! to the buffer only.
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use store_api::bounds::range_is_empty;
+use store_api::limits::{check_entry, check_key};
+use store_api::{Capabilities, KeyValueStore, KvIter, Result, WriteBatch};
+
+use super::LoggedStore;
+use super::merge::MergeIter;
+
+impl KeyValueStore for LoggedStore {
+    fn name(&self) -> &str {
+        self.store.name()
+    }
+
+    /// The wrapped store's: the buffer snapshot and the store iterator are taken under one
+    /// buffer lock, so a snapshot-iterator store still gives snapshot iterators.
+    fn capabilities(&self) -> Capabilities {
+        self.store.capabilities()
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        check_key(key)?;
+        if let Some(buffered) = self.buffer.read().lookup(key) {
+            return Ok(buffered.map(<[u8]>::to_vec));
+        }
+        self.store.get(key)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_entry(key, value)?;
+        let (key, value) = (key.to_vec(), value.to_vec());
+        self.buffer_with_room()?.insert(key, Some(value));
+        Ok(())
+    }
+
+    fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_entry(key, value)?;
+        // The write lock is held across the store lookup, so no other write slips in between.
+        let mut buffer = self.buffer_with_room()?;
+        match buffer.lookup(key) {
+            Some(Some(existing)) => return Ok(Some(existing.to_vec())),
+            Some(None) => {}
+            None => {
+                if let Some(existing) = self.store.get(key)? {
+                    return Ok(Some(existing));
+                }
+            }
+        }
+        buffer.insert(key.to_vec(), Some(value.to_vec()));
+        Ok(None)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        let key = key.to_vec();
+        self.buffer_with_room()?.insert(key, None);
+        Ok(())
+    }
+
+    /// Buffers the whole batch under one lock, after any automatic commit, so readers see all
+    /// of it or none of it and it always lands in a single commit.
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return self.check_open();
+        }
+        let mut buffer = self.buffer_with_room()?;
+        for op in batch {
+            let (key, value) = match op {
+                store_api::BatchOp::Put { key, value } => (key, Some(value)),
+                store_api::BatchOp::Delete { key } => (key, None),
+            };
+            buffer.insert(key, value);
+        }
+        Ok(())
+    }
+
+    fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        self.merged_range(from, to, false)
+    }
+
+    fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        self.merged_range(from, to, true)
+    }
+
+    /// The store's estimate plus the buffered puts (some of which may replace stored keys).
+    fn approximate_len(&self) -> Result<u64> {
+        self.check_open()?;
+        let buffered = self.buffer.read().buffered_puts() as u64;
+        Ok(self.store.approximate_len()?.saturating_add(buffered))
+    }
+
+    /// Commits: for a logged store, durable means logged and checkpointed.
+    fn flush(&self) -> Result<()> {
+        self.commit()
+    }
+
+    /// Commits, then closes the wrapped store. If the commit fails the store stays open, so
+    /// the caller can retry.
+    fn close(&self) -> Result<()> {
+        close(self)
+    }
+}
+
+/// Commits and closes `logged`; closing a closed store does nothing.
+pub(super) fn close(logged: &LoggedStore) -> Result<()> {
+    if logged.closed.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    logged.commit()?;
+    logged.closed.store(true, Ordering::Release);
+    logged.store.close()
+}
+
+impl LoggedStore {
+    fn merged_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
+        self.check_open()?;
+        if range_is_empty(from, to) {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        // The buffer is copied before the store iterator is made, so a commit that moves
+        // writes into the store in between cannot hide them. Holding the read lock over both
+        // keeps new writes out, so a snapshot-iterator store still yields a snapshot.
+        let buffer = self.buffer.read();
+        let buffered = buffer.snapshot(from, to, reverse);
+        let stored = if reverse {
+            self.store.reverse_range(from, to)?
+        } else {
+            self.store.range(from, to)?
+        };
+        drop(buffer);
+        Ok(Box::new(MergeIter::new(buffered, stored, reverse)))
+    }
+}

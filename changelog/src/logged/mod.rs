@@ -1,0 +1,231 @@
+//! [`LoggedStore`]: any store made durable by any changelog.
+
+mod buffer;
+mod kv;
+mod merge;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use serde::{Deserialize, Serialize};
+use store_api::{BatchOp, Error, KeyValueStore, Result, WriteBatch};
+
+use self::buffer::{Entries, WriteBuffer};
+use crate::checkpoint::Checkpoint;
+use crate::record::Changelog;
+use crate::restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, restore};
+
+/// Options of a [`LoggedStore`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoggedStoreConfig {
+    /// A write that finds the buffer holding at least this many bytes commits it first (keys
+    /// and values, plus 64 bytes of bookkeeping per key). `0` commits before every write.
+    /// Default: 16 MiB.
+    pub commit_bytes: usize,
+    /// Records per `WriteBatch` when restoring, and keys per batch when wiping.
+    /// Default: 10 000.
+    pub restore_batch_records: usize,
+}
+
+impl Default for LoggedStoreConfig {
+    fn default() -> Self {
+        LoggedStoreConfig {
+            commit_bytes: 16 << 20,
+            restore_batch_records: 10_000,
+        }
+    }
+}
+
+/// A store whose every write also goes to a [`Changelog`], so it can be rebuilt anywhere.
+///
+/// Writes are buffered in memory until [`commit`](LoggedStore::commit) (or
+/// [`flush`](KeyValueStore::flush), or a write that finds the buffer over
+/// [`commit_bytes`](LoggedStoreConfig::commit_bytes)), and every read sees them: `get`,
+/// ranges and prefix scans merge the buffer over the store. A commit:
+/// 1. appends the latest write of each buffered key to the changelog and syncs it;
+/// 2. applies them to the store as one `WriteBatch` and flushes it;
+/// 3. rewrites the checkpoint to the offset of the last record appended.
+///
+/// The store therefore never holds a write the log has not acknowledged, and a crash at any
+/// point is repaired by replaying the log after the checkpoint when the store is opened again.
+/// A crash before step 1 completes loses the commit, whole; after it, restore replays it,
+/// whole, provided the log's `append` of one commit is itself all-or-nothing across a crash.
+///
+/// Durability is per commit: a write is durable once the `commit` that follows it returned.
+pub struct LoggedStore {
+    store: Arc<dyn KeyValueStore>,
+    log: Arc<dyn Changelog>,
+    checkpoint: Arc<Checkpoint>,
+    config: LoggedStoreConfig,
+    buffer: RwLock<WriteBuffer>,
+    /// Serializes commits: one set of writes is in flight at a time.
+    commit_lock: Mutex<()>,
+    closed: AtomicBool,
+    restored: RestoreOutcome,
+}
+
+impl LoggedStore {
+    /// Opens a logged store: restores `store` from `log` (see [`restore`]) according to its
+    /// entry in `checkpoint`, then returns it ready for writes.
+    ///
+    /// # Errors
+    /// Any error of the restore: of the log, the store, or the checkpoint file.
+    pub fn open(
+        store: Arc<dyn KeyValueStore>,
+        log: Arc<dyn Changelog>,
+        checkpoint: Arc<Checkpoint>,
+        config: LoggedStoreConfig,
+    ) -> Result<LoggedStore> {
+        Self::open_with_listener(store, log, checkpoint, config, &mut NoopRestoreListener)
+    }
+
+    /// As [`open`](LoggedStore::open), reporting restore progress to `listener`.
+    ///
+    /// # Errors
+    /// As [`open`](LoggedStore::open).
+    pub fn open_with_listener(
+        store: Arc<dyn KeyValueStore>,
+        log: Arc<dyn Changelog>,
+        checkpoint: Arc<Checkpoint>,
+        config: LoggedStoreConfig,
+        listener: &mut dyn RestoreListener,
+    ) -> Result<LoggedStore> {
+        let batch = config.restore_batch_records;
+        let restored = restore(store.as_ref(), log.as_ref(), &checkpoint, batch, listener)?;
+        Ok(LoggedStore {
+            store,
+            log,
+            checkpoint,
+            config,
+            buffer: RwLock::new(WriteBuffer::default()),
+            commit_lock: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            restored,
+        })
+    }
+
+    /// What the restore on open did.
+    pub fn restored(&self) -> RestoreOutcome {
+        self.restored
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &Arc<dyn KeyValueStore> {
+        &self.store
+    }
+
+    /// The changelog.
+    pub fn changelog(&self) -> &Arc<dyn Changelog> {
+        &self.log
+    }
+
+    /// The checkpoint file this store records its offset in.
+    pub fn checkpoint(&self) -> &Arc<Checkpoint> {
+        &self.checkpoint
+    }
+
+    /// The options.
+    pub fn config(&self) -> &LoggedStoreConfig {
+        &self.config
+    }
+
+    /// The bytes buffered since the last commit began (charged as for `commit_bytes`).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffer.read().active_bytes()
+    }
+
+    /// Makes every buffered write durable: log, then store, then checkpoint (see the type's
+    /// docs). Writes made while it runs wait for the next commit. A commit with nothing
+    /// buffered does nothing.
+    ///
+    /// # Errors
+    /// `Closed`, or the first error of the log, the store or the checkpoint file. Nothing is
+    /// then lost or half-applied: the writes stay buffered and readable, and the next commit
+    /// persists them again (a store batch is all-or-nothing, and replaying records the log
+    /// already holds is harmless).
+    pub fn commit(&self) -> Result<()> {
+        self.check_open()?;
+        let _one_at_a_time = self.commit_lock.lock();
+        let Some(frozen) = self.buffer.write().freeze() else {
+            return Ok(());
+        };
+        let result = self.persist(&frozen);
+        drop(frozen);
+        self.buffer.write().finish_commit(result.is_ok());
+        if let Err(err) = &result {
+            tracing::warn!(topic = self.log.topic(), error = %err, "commit failed; writes kept");
+        }
+        result
+    }
+
+    /// The three steps of a commit.
+    fn persist(&self, entries: &Entries) -> Result<()> {
+        let ops: Vec<BatchOp> = entries
+            .iter()
+            .map(|(key, value)| match value {
+                Some(value) => BatchOp::Put {
+                    key: key.clone(),
+                    value: value.clone(),
+                },
+                None => BatchOp::Delete { key: key.clone() },
+            })
+            .collect();
+        let offsets = self.log.append(&ops)?;
+        self.log.sync()?;
+        self.store.write(ops.into_iter().collect::<WriteBatch>())?;
+        self.store.flush()?;
+        match offsets.end.checked_sub(1) {
+            Some(last) if !offsets.is_empty() => {
+                self.checkpoint
+                    .set(self.log.topic(), self.log.partition(), last)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The buffer, locked for writing, once it has room for another write: when it holds
+    /// `commit_bytes` or more, it is committed first.
+    ///
+    /// # Errors
+    /// `Closed`, or the error of that commit; then the caller writes nothing.
+    fn buffer_with_room(&self) -> Result<RwLockWriteGuard<'_, WriteBuffer>> {
+        self.check_open()?;
+        let buffer = self.buffer.write();
+        if buffer.active_bytes() < self.config.commit_bytes || buffer.active_bytes() == 0 {
+            return Ok(buffer);
+        }
+        drop(buffer);
+        self.commit()?;
+        Ok(self.buffer.write())
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for LoggedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoggedStore")
+            .field("store", &self.store)
+            .field("topic", &self.log.topic())
+            .field("partition", &self.log.partition())
+            .field("buffered_bytes", &self.buffered_bytes())
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LoggedStore {
+    fn drop(&mut self) {
+        if let Err(err) = kv::close(self) {
+            tracing::warn!(topic = self.log.topic(), error = %err, "closing a dropped logged store");
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Restore: bring a store up to the end of its changelog.
+//!
+//! With a checkpoint the log still covers, only the records after it are replayed. Without
+//! one, or with one the log no longer covers (retention removed what follows it, or the log
+//! lost its tail), the store is wiped and the whole log is replayed: the log is the truth, and
+//! a store holding data the checkpoint does not vouch for cannot be trusted.
+//!
+//! Wiping deletes every key through `WriteBatch`es rather than deleting and recreating the
+//! store directory: it works for any [`KeyValueStore`], including one the caller opened with
+//! options this crate never sees, and it keeps the store's files and locks in place.
+
+use std::ops::Bound;
+
+use store_api::{BatchOp, KeyValueStore, Result, WriteBatch};
+
+use crate::checkpoint::Checkpoint;
+use crate::record::Changelog;
+
+/// Progress callbacks of a restore, as in Kafka Streams' `StateRestoreListener`. Every method
+/// has an empty default body.
+pub trait RestoreListener {
+    /// Restore of (`topic`, `partition`) begins: records from `start` up to, not including,
+    /// `end` will be replayed.
+    fn on_start(&mut self, topic: &str, partition: u32, start: u64, end: u64) {
+        let _ = (topic, partition, start, end);
+    }
+
+    /// A batch of `records` records, ending with offset `batch_end_offset`, was applied.
+    fn on_batch(&mut self, topic: &str, partition: u32, batch_end_offset: u64, records: usize) {
+        let _ = (topic, partition, batch_end_offset, records);
+    }
+
+    /// Restore finished after replaying `total` records.
+    fn on_end(&mut self, topic: &str, partition: u32, total: u64) {
+        let _ = (topic, partition, total);
+    }
+}
+
+/// A listener that ignores every event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopRestoreListener;
+
+impl RestoreListener for NoopRestoreListener {}
+
+/// What a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    /// The store was wiped before replaying (no usable checkpoint).
+    pub wiped: bool,
+    /// The first offset replayed from.
+    pub from: u64,
+    /// The number of records replayed.
+    pub records: u64,
+    /// The offset of the last record the store now holds (what the checkpoint says), or `None`
+    /// for an empty log.
+    pub checkpoint: Option<u64>,
+}
+
+/// Replays `log` into `store` from `checkpoint`'s entry for the log, in `WriteBatch`es of
+/// `batch_records` records, then flushes the store and checkpoints the log's end.
+///
+/// # Errors
+/// Any error of the log, the store or the checkpoint file. A failed restore leaves the
+/// checkpoint no further than the records the store holds, so running it again is safe.
+pub fn restore(
+    store: &dyn KeyValueStore,
+    log: &dyn Changelog,
+    checkpoint: &Checkpoint,
+    batch_records: usize,
+    listener: &mut dyn RestoreListener,
+) -> Result<RestoreOutcome> {
+    let (topic, partition) = (log.topic(), log.partition());
+    let start = log.start_offset()?;
+    let end = log.end_offset()?;
+    let held = checkpoint.get(topic, partition);
+    let resume = held.filter(|&offset| offset.saturating_add(1) >= start && offset < end);
+    let from = match resume {
+        Some(offset) => offset + 1,
+        None => {
+            tracing::info!(
+                topic,
+                partition,
+                ?held,
+                start,
+                end,
+                "wiping store before a full restore"
+            );
+            checkpoint.remove(topic, partition)?;
+            wipe(store, batch_records)?;
+            start
+        }
+    };
+    listener.on_start(topic, partition, from, end);
+    let records = replay(store, log, from, end, batch_records.max(1), listener)?;
+    store.flush()?;
+    let last = end.checked_sub(1);
+    if let Some(last) = last {
+        checkpoint.set(topic, partition, last)?;
+    }
+    listener.on_end(topic, partition, records);
+    Ok(RestoreOutcome {
+        wiped: resume.is_none(),
+        from,
+        records,
+        checkpoint: last,
+    })
+}
+
+/// Applies the records of `log` in `[from, end)` to `store`, batch by batch, and returns how
+/// many were applied. Records appended after `end` was read are left for the next commit.
+fn replay(
+    store: &dyn KeyValueStore,
+    log: &dyn Changelog,
+    mut from: u64,
+    end: u64,
+    batch_records: usize,
+    listener: &mut dyn RestoreListener,
+) -> Result<u64> {
+    let mut total = 0u64;
+    while from < end {
+        let mut records = log.read(from, batch_records)?;
+        let Some(last_read) = records.last().map(|record| record.offset) else {
+            break;
+        };
+        from = last_read + 1;
+        // A log with gaps may answer with records at or past `end`; they are not ours yet.
+        records.retain(|record| record.offset < end);
+        let Some(batch_end) = records.last().map(|record| record.offset) else {
+            continue;
+        };
+        let applied = records.len();
+        store.write(records.into_iter().map(|record| record.op).collect())?;
+        total += applied as u64;
+        listener.on_batch(log.topic(), log.partition(), batch_end, applied);
+    }
+    Ok(total)
+}
+
+/// Deletes every key of `store`, `batch_records` keys per batch.
+///
+/// # Errors
+/// Any store error.
+pub fn wipe(store: &dyn KeyValueStore, batch_records: usize) -> Result<u64> {
+    let batch_records = batch_records.max(1);
+    let mut deleted = 0u64;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        // Each pass starts after the last key deleted, so an engine that keeps tombstones
+        // around (an LSM) is not made to skip them all again.
+        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut batch = WriteBatch::with_capacity(batch_records);
+        for item in store.range(from, Bound::Unbounded)?.take(batch_records) {
+            let (key, _) = item?;
+            batch.push(BatchOp::Delete { key });
+        }
+        let Some(last) = batch.ops().last().map(|op| op.key().to_vec()) else {
+            return Ok(deleted);
+        };
+        deleted += batch.len() as u64;
+        store.write(batch)?;
+        after = Some(last);
+    }
+}
