@@ -1,1 +1,52 @@
-//! Placeholder, replaced below.
+//! The statestore workloads, defined once and shared by the criterion benches (`benches/`) and
+//! the `statestore compare` command.
+//!
+//! # The workloads
+//! Keys are 24 bytes, values 150 bytes (1000 for YCSB), all drawn from a fixed seed
+//! ([`data::SEED`]), so every run issues the same operations. See [`Workload`] for the list:
+//! `load_seq` and `load_random` (every record of the [`Scale`] in batches of 1000),
+//! `put_random`, `put_durable`, `get_hit`, `get_miss`, `range_10`, `range_100`, and YCSB A, B,
+//! C, E and F, zipfian with constant 0.99. At [`Scale::FULL`] that is 1M records, 500k for YCSB.
+//!
+//! # One adapter
+//! A [`Driver`] issues a workload's operations against any [`Target`]: [`ApiTarget`] runs them
+//! through `&dyn KeyValueStore`, the [`native`] adapters through each engine's own API, so the
+//! same code measures every backend and the abstraction's overhead.
+//!
+//! # What is measured, and what is not
+//! Measured: the time of each operation as the caller sees it, single-threaded, including
+//! choosing its key (a seeded draw, tens of nanoseconds) and, through the store API, copying
+//! keys and values into and out of the API's owned types.
+//! Not measured: the preload that read and YCSB workloads start from (it is loaded and flushed
+//! before timing starts), opening and closing the store, background work an engine defers past
+//! the measured window (compactions still running when a run ends), and concurrency: one thread
+//! issues every operation.
+//!
+//! ```
+//! use statestore_benches::{ApiTarget, Driver, Scale, Workload, prepare};
+//! # fn main() -> store_api::Result<()> {
+//! let fixture = statestore_benches::Fixture::open("memory")?;
+//! let scale = Scale::with_records(1000);
+//! prepare(&fixture.target(), Workload::GetHit, scale, |_| {})?;
+//! let mut driver = Driver::new(Workload::GetHit, scale);
+//! assert_eq!(driver.step(&fixture.target())?, Some(1));
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod data;
+mod driver;
+mod fixture;
+pub mod native;
+mod target;
+mod workload;
+
+pub use driver::{Driver, preload, prepare};
+pub use fixture::{Fixture, dir_size, open_store};
+pub use target::{ApiTarget, Target};
+pub use workload::{FULL_RECORDS, FULL_YCSB_RECORDS, LOAD_BATCH, Scale, UnknownWorkload, Workload};
+
+/// The backends this build of statestore includes, in the order reports list them.
+pub fn backends() -> Vec<&'static str> {
+    statestore::backend_names()
+}

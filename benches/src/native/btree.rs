@@ -1,0 +1,61 @@
+//! A plain `BTreeMap` behind a `parking_lot` reader-writer lock: the native "engine" of the
+//! memory backend.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use parking_lot::RwLock;
+use store_api::Result;
+
+use crate::data::Key;
+use crate::target::Target;
+
+/// A `BTreeMap<Vec<u8>, Vec<u8>>` in a `RwLock`, with the memory backend's lock discipline:
+/// reads share the lock, each write or batch holds it exclusively, a scan holds it shared for
+/// the whole (short) scan.
+#[derive(Debug, Default)]
+pub struct BTreeTarget {
+    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl BTreeTarget {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Target for BTreeTarget {
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        // A value cannot leave the lock by reference, so a caller who needs it clones it, as
+        // the memory backend does.
+        Ok(self.map.read().get(key).cloned().map(|value| value.len()))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.map.write().insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+        let mut map = self.map.write();
+        for (key, value) in entries {
+            map.insert(key.to_vec(), value.to_vec());
+        }
+        Ok(())
+    }
+
+    fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {
+        let map = self.map.read();
+        let pairs = map.range::<[u8], _>((Bound::Included(from), Bound::Unbounded));
+        // Clone each pair, as a caller keeping the pairs past the lock must.
+        Ok(pairs
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .count())
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! The adapter that lets one workload drive any engine: the store API or a native API.
+//!
+//! Workloads are written once against [`Target`]. [`ApiTarget`] runs them through
+//! `&dyn KeyValueStore`, which is how users call statestore; the [`native`](crate::native)
+//! adapters run the same code against each engine's own API, so the difference between the
+//! two is the cost of the abstraction and nothing else.
+
+use std::ops::Bound;
+
+use store_api::{KeyValueStore, Result, WriteBatch};
+
+use crate::data::Key;
+
+/// The operations the workloads issue. Implementations do the cheapest natural thing on their
+/// engine: a native adapter need not copy a value out just to count its bytes, the store API
+/// must (that copy is part of what the abstraction costs).
+pub trait Target {
+    /// Reads `key`; the value's length, or `None` when absent.
+    ///
+    /// # Errors
+    /// Any engine failure.
+    fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+
+    /// Writes one key without syncing.
+    ///
+    /// # Errors
+    /// Any engine failure.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Writes `entries` as one atomic batch, without syncing.
+    ///
+    /// # Errors
+    /// Any engine failure.
+    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()>;
+
+    /// Reads up to `limit` pairs in key order from `from` (inclusive); how many were read.
+    ///
+    /// # Errors
+    /// Any engine failure.
+    fn scan(&self, from: &[u8], limit: usize) -> Result<usize>;
+
+    /// Makes every write so far durable.
+    ///
+    /// # Errors
+    /// Any engine failure.
+    fn flush(&self) -> Result<()>;
+}
+
+/// Drives a store through the store API, as a user of statestore does.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiTarget<'a>(pub &'a dyn KeyValueStore);
+
+impl Target for ApiTarget<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        Ok(self.0.get(key)?.map(|value| value.len()))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.0.put(key, value)
+    }
+
+    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+        let mut batch = WriteBatch::with_capacity(entries.len());
+        for (key, value) in entries {
+            batch.put(key.to_vec(), value.to_vec());
+        }
+        self.0.write(batch)
+    }
+
+    fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut read = 0;
+        for item in self.0.range(Bound::Included(from), Bound::Unbounded)? {
+            item?;
+            read += 1;
+            if read == limit {
+                break;
+            }
+        }
+        Ok(read)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.0.flush()
+    }
+}
