@@ -1,0 +1,6 @@
+//! The whole statestore conformance suite, run on sled with its default options.
+
+statestore_conformance::store_suite!(statestore_conformance::backend(
+    statestore_sled::SledFactory,
+    serde_json::Value::Null
+));

@@ -1,0 +1,314 @@
+//! Focused tests of the sled backend: options, locking and reopening, damaged files, large and
+//! empty entries, closing, batches and iteration. The contract as a whole is checked by the
+//! conformance suite in `conformance.rs`.
+
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::path::Path;
+use std::sync::{Arc, Barrier, mpsc};
+use std::time::Duration;
+
+use serde_json::json;
+use statestore_sled::{Config, SledFactory, SledStore};
+use store_api::{BackendFactory, ErrorKind, KeyValueStore, KvPair, WriteBatch};
+
+fn open(dir: &Path) -> SledStore {
+    SledStore::open(dir, Config::default()).expect("open")
+}
+
+fn collect(iter: store_api::KvIter) -> Vec<KvPair> {
+    iter.collect::<Result<_, _>>().expect("iterate")
+}
+
+/// Runs `f` on another thread and fails the test if it takes longer than ten seconds.
+fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("finished in time")
+}
+
+#[test]
+fn options_parse_and_unknown_option_is_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = json!({
+        "cache_capacity_bytes": 4_194_304, "flush_every_ms": null, "mode": "high_throughput"
+    });
+    let store = SledFactory
+        .open(dir.path(), &options)
+        .expect("valid options");
+    store.put(b"k", b"v").unwrap();
+    assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+    store.close().unwrap();
+
+    for bad in [
+        json!({"use_compression": true}),
+        json!({"mode": "fast"}),
+        json!("x"),
+    ] {
+        let err = SledFactory.open(dir.path(), &bad).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{bad}: {err}");
+    }
+    assert_eq!(SledFactory.name(), "sled");
+}
+
+#[test]
+fn second_open_is_locked_fast_and_names_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path());
+    let path = dir.path().to_path_buf();
+    let err = within_10s(move || SledStore::open(&path, Config::default()).unwrap_err());
+    assert_eq!(err.kind(), ErrorKind::Locked, "{err}");
+    assert!(
+        err.to_string().contains(&*dir.path().to_string_lossy()),
+        "{err}"
+    );
+    let err = SledFactory.open(dir.path(), &json!(null)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked);
+    first.close().unwrap();
+}
+
+#[test]
+fn directory_held_by_plain_sled_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let native = sled::open(dir.path()).unwrap();
+    let err = SledStore::open(dir.path(), Config::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked, "{err}");
+    drop(native);
+}
+
+#[test]
+fn reopens_at_once_after_close_or_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..20u32 {
+        let store = open(dir.path());
+        assert_eq!(store.approximate_len().unwrap(), u64::from(round));
+        store.put(&round.to_be_bytes(), b"v").unwrap();
+        if round % 2 == 0 {
+            store.close().unwrap();
+        } else {
+            store.flush().unwrap();
+            drop(store);
+        }
+    }
+}
+
+fn garbage(len: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+#[test]
+fn garbage_files_are_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("db"), garbage(256 * 1024)).unwrap();
+    std::fs::write(dir.path().join("conf"), [0xFF; 64]).unwrap();
+    let path = dir.path().to_path_buf();
+    let err = within_10s(move || {
+        SledStore::open(&path, Config::default())
+            .map(drop)
+            .unwrap_err()
+    });
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Corruption | ErrorKind::Io | ErrorKind::Backend
+        ),
+        "{err}"
+    );
+}
+
+/// sled treats segments that fail their checksums as never written (its torn-write recovery),
+/// so a `db` file of pure garbage opens as an empty store: no panic, no garbage keys.
+#[test]
+fn garbage_database_file_alone_opens_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("db"), garbage(256 * 1024)).unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.approximate_len().unwrap(), 0);
+}
+
+#[test]
+fn overwritten_pages_are_corruption_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for i in 0..5000u32 {
+        store.put(&i.to_be_bytes(), &[9; 100]).unwrap();
+    }
+    store.close().unwrap();
+    let path = dir.path().join("db");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let third = bytes.len() / 3;
+    bytes[third..third + 8192].fill(0x5A);
+    std::fs::write(&path, bytes).unwrap();
+    let dir_path = dir.path().to_path_buf();
+    let err = within_10s(move || {
+        SledStore::open(&dir_path, Config::default())
+            .map(drop)
+            .unwrap_err()
+    });
+    assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+}
+
+#[test]
+fn large_value_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let value: Vec<u8> = (0..9 * 1024 * 1024u32).map(|i| i as u8).collect();
+    let store = open(dir.path());
+    store.put(b"big", &value).unwrap();
+    store.put(b"after", b"small").unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let store = open(dir.path());
+    assert_eq!(
+        store.get(b"big").unwrap().as_deref(),
+        Some(value.as_slice())
+    );
+    let all = collect(store.range(Unbounded, Unbounded).unwrap());
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1].1.len(), value.len());
+}
+
+#[test]
+fn empty_key_and_empty_value_are_ordinary() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.get(b"").unwrap(), None);
+    store.put(b"", b"").unwrap();
+    store.put(b"a", b"").unwrap();
+    assert_eq!(store.get(b"").unwrap(), Some(Vec::new()));
+    assert_eq!(store.get(b"a").unwrap(), Some(Vec::new()));
+    let all = collect(store.range(Unbounded, Unbounded).unwrap());
+    assert_eq!(all, vec![(vec![], vec![]), (b"a".to_vec(), vec![])]);
+    let rev = collect(store.reverse_range(Unbounded, Included(b"a")).unwrap());
+    assert_eq!(rev, vec![(b"a".to_vec(), vec![]), (vec![], vec![])]);
+    assert_eq!(store.put_if_absent(b"", b"x").unwrap(), Some(Vec::new()));
+    store.delete(b"").unwrap();
+    assert_eq!(store.get(b"").unwrap(), None);
+    assert_eq!(store.approximate_len().unwrap(), 1);
+}
+
+#[test]
+fn closed_store_fails_every_call_with_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.put(b"a", b"1").unwrap();
+    store.close().unwrap();
+    let results = [
+        store.get(b"a").map(drop),
+        store.put(b"a", b"2"),
+        store.put_if_absent(b"b", b"2").map(drop),
+        store.delete(b"a"),
+        store.write(WriteBatch::new()),
+        store.range(Unbounded, Unbounded).map(drop),
+        store.reverse_prefix_scan(b"").map(drop),
+        store.approximate_len().map(drop),
+        store.flush(),
+    ];
+    for result in results {
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::Closed);
+    }
+    store.close().expect("second close succeeds");
+}
+
+#[test]
+fn iterator_outliving_close_yields_closed_and_lets_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for i in 0..100u32 {
+        store.put(&i.to_be_bytes(), b"v").unwrap();
+    }
+    let mut iter = store.range(Unbounded, Unbounded).unwrap();
+    assert!(iter.next().unwrap().is_ok());
+    store.close().unwrap();
+    assert_eq!(iter.next().unwrap().unwrap_err().kind(), ErrorKind::Closed);
+    assert!(iter.next().is_none(), "nothing after an error");
+    drop(iter);
+    let path = dir.path().to_path_buf();
+    let reopened = within_10s(move || {
+        // The iterator held sled's last handle: its drop releases the lock on sled's threads.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match SledStore::open(&path, Config::default()) {
+                Err(err)
+                    if err.kind() == ErrorKind::Locked && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
+    });
+    assert_eq!(reopened.unwrap().approximate_len().unwrap(), 100);
+}
+
+#[test]
+fn batch_applies_in_order_and_rejects_oversized_entries_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut batch = WriteBatch::new();
+    batch.put(b"a", b"1").delete(b"a").put(b"a", b"2");
+    batch.put(b"b", b"1").delete(b"b");
+    store.write(batch).unwrap();
+    assert_eq!(store.get(b"a").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(store.get(b"b").unwrap(), None);
+
+    let mut bad = WriteBatch::new();
+    bad.put(b"c", b"1")
+        .put(vec![0; store_api::limits::MAX_KEY_LEN + 1], b"x");
+    assert_eq!(
+        store.write(bad).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(store.get(b"c").unwrap(), None);
+    assert_eq!(store.approximate_len().unwrap(), 1);
+}
+
+#[test]
+fn ranges_respect_bounds_in_both_directions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for key in [&b"a"[..], b"b", b"bb", b"c", b"\xff"] {
+        store.put(key, key).unwrap();
+    }
+    let keys = |iter| {
+        collect(iter)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys(store.reverse_range(Excluded(b"a"), Included(b"c")).unwrap()),
+        [b"c".to_vec(), b"bb".to_vec(), b"b".to_vec()]
+    );
+    assert_eq!(
+        keys(store.prefix_scan(b"b").unwrap()),
+        [b"b".to_vec(), b"bb".to_vec()]
+    );
+    assert_eq!(
+        keys(store.reverse_prefix_scan(b"\xff").unwrap()),
+        [b"\xff".to_vec()]
+    );
+    assert!(keys(store.range(Included(b"c"), Included(b"a")).unwrap()).is_empty());
+    assert!(keys(store.range(Excluded(b"b"), Excluded(b"b")).unwrap()).is_empty());
+}
+
+#[test]
+fn put_if_absent_has_exactly_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(dir.path()));
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8u8)
+        .map(|i| {
+            let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                store.put_if_absent(b"k", &[i]).unwrap()
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_none()).count(), 1);
+    let winner = store.get(b"k").unwrap().unwrap();
+    assert!(results.iter().flatten().all(|existing| *existing == winner));
+}
