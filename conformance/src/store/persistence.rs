@@ -1,0 +1,187 @@
+//! What survives closing and reopening a directory, and who may hold it open. Every case here
+//! needs the `persistent` capability and says so in the output when the store lacks it.
+
+use std::ops::Bound::{Excluded, Included};
+
+use store_api::{ErrorKind, KvPair, WriteBatch};
+
+use super::support::{
+    all, assert_bytes_eq, assert_kind, get, pattern, persistent_or_skip, put_keys, reverse_scan,
+};
+use crate::{StoreFactory, StoreFixture};
+
+/// Writes made and flushed before a reopen are all there after it, binary keys included.
+pub fn reopen_keeps_flushed_writes(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "reopen_keeps_flushed_writes") {
+        return;
+    }
+    put_keys(fx.store(), &[b"a", b"b", b"\x00", b"\xff\xff", b"k\x00v"]);
+    fx.store().put(b"a", b"overwritten").expect("put");
+    fx.store().flush().expect("flush");
+    let before = all(fx.store());
+    fx.reopen();
+    assert_eq!(all(fx.store()), before);
+    assert_eq!(get(fx.store(), b"a"), Some(b"overwritten".to_vec()));
+}
+
+/// A flushed delete stays deleted after a reopen.
+pub fn reopen_keeps_deletes(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "reopen_keeps_deletes") {
+        return;
+    }
+    put_keys(fx.store(), &[b"gone", b"kept"]);
+    fx.store().flush().expect("flush");
+    fx.store().delete(b"gone").expect("delete");
+    fx.store().flush().expect("flush");
+    fx.reopen();
+    assert_eq!(get(fx.store(), b"gone"), None);
+    assert_eq!(all(fx.store()), vec![(b"kept".to_vec(), b"kept".to_vec())]);
+}
+
+/// Every operation of a flushed batch survives a reopen, with the later operation on a key
+/// winning.
+pub fn reopen_keeps_batches(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "reopen_keeps_batches") {
+        return;
+    }
+    fx.store().put(b"old", b"1").expect("put");
+    let mut batch = WriteBatch::new();
+    batch
+        .put(b"x".to_vec(), b"first".to_vec())
+        .put(b"x".to_vec(), b"second".to_vec())
+        .delete(b"old".to_vec())
+        .put(b"y".to_vec(), b"".to_vec());
+    fx.store().write(batch).expect("write");
+    fx.store().flush().expect("flush");
+    fx.reopen();
+    let expected = vec![
+        (b"x".to_vec(), b"second".to_vec()),
+        (b"y".to_vec(), Vec::new()),
+    ];
+    assert_eq!(all(fx.store()), expected);
+}
+
+/// The empty key and an empty value are persisted as themselves, not dropped or confused.
+pub fn reopen_keeps_empty_key_and_value(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "reopen_keeps_empty_key_and_value") {
+        return;
+    }
+    fx.store().put(b"", b"empty key").expect("put");
+    fx.store().put(b"empty value", b"").expect("put");
+    fx.store().flush().expect("flush");
+    fx.reopen();
+    assert_eq!(get(fx.store(), b""), Some(b"empty key".to_vec()));
+    assert_eq!(get(fx.store(), b"empty value"), Some(Vec::new()));
+    assert_eq!(get(fx.store(), b"never"), None);
+}
+
+/// `close` flushes: writes made without an explicit `flush` survive a close and reopen.
+pub fn close_flushes(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "close_flushes") {
+        return;
+    }
+    put_keys(fx.store(), &[b"unflushed/1", b"unflushed/2"]);
+    fx.store().delete(b"unflushed/1").expect("delete");
+    fx.reopen();
+    let expected = vec![(b"unflushed/2".to_vec(), b"unflushed/2".to_vec())];
+    assert_eq!(all(fx.store()), expected);
+}
+
+/// Several close-and-reopen cycles, each changing the data, end with exactly the data
+/// expected; a reopened store accepts writes and scans like a new one.
+pub fn reopen_many_times(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "reopen_many_times") {
+        return;
+    }
+    let mut expected: Vec<KvPair> = Vec::new();
+    for round in 0..5_u8 {
+        let key = vec![b'r', round];
+        fx.store().put(&key, &[round; 3]).expect("put");
+        expected.push((key, vec![round; 3]));
+        if round % 2 == 1 {
+            fx.store().delete(&[b'r', round - 1]).expect("delete");
+            expected.retain(|(k, _)| k != &[b'r', round - 1]);
+        }
+        fx.reopen();
+        assert_eq!(all(fx.store()), expected, "after reopen {round}");
+    }
+    let mut descending = expected.clone();
+    descending.reverse();
+    let (from, to): (&[u8], &[u8]) = (b"r", b"s");
+    assert_eq!(
+        reverse_scan(fx.store(), Included(from), Excluded(to)),
+        descending
+    );
+    let existing = fx
+        .store()
+        .put_if_absent(b"r\x04", b"x")
+        .expect("put_if_absent");
+    assert_eq!(existing, Some(vec![4; 3]));
+}
+
+/// An 8 MiB value survives a flush and reopen byte for byte.
+pub fn reopen_keeps_large_value(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "reopen_keeps_large_value") {
+        return;
+    }
+    let value = pattern(8 << 20, 11);
+    fx.store().put(b"large", &value).expect("put");
+    fx.store().flush().expect("flush");
+    fx.reopen();
+    assert_bytes_eq(
+        &get(fx.store(), b"large").expect("present"),
+        &value,
+        "after reopen",
+    );
+}
+
+/// A second `open` of a directory that is open fails with `Locked`, and the first store
+/// keeps working with its data intact.
+pub fn double_open_is_locked(factory: &dyn StoreFactory) {
+    let fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "double_open_is_locked") {
+        return;
+    }
+    put_keys(fx.store(), &[b"mine"]);
+    fx.store().flush().expect("flush");
+    assert_kind(
+        fx.open_again(),
+        ErrorKind::Locked,
+        "second open of an open directory",
+    );
+    assert_kind(
+        fx.open_again(),
+        ErrorKind::Locked,
+        "third open of an open directory",
+    );
+    assert_eq!(get(fx.store(), b"mine"), Some(b"mine".to_vec()));
+    fx.store()
+        .put(b"after", b"1")
+        .expect("put after the refused open");
+    assert_eq!(get(fx.store(), b"after"), Some(b"1".to_vec()));
+    assert_eq!(all(fx.store()).len(), 2);
+}
+
+/// `close` releases the directory's lock even while the closed handle is still alive: the
+/// directory opens again at once with the data, and the old handle stays closed.
+pub fn close_releases_the_directory(factory: &dyn StoreFactory) {
+    let fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "close_releases_the_directory") {
+        return;
+    }
+    put_keys(fx.store(), &[b"k"]);
+    fx.store().close().expect("close");
+    let second = fx
+        .open_again()
+        .unwrap_or_else(|err| panic!("open after close, with the old handle alive: {err}"));
+    assert_eq!(get(second.as_ref(), b"k"), Some(b"k".to_vec()));
+    assert_kind(fx.store().get(b"k"), ErrorKind::Closed, "the old handle");
+    second.close().expect("close of the second handle");
+}
