@@ -1,0 +1,256 @@
+//! Commit ordering and failures: log, then store, then checkpoint, and a failed step leaves
+//! the store and the buffer consistent.
+//!
+//! The failures are real ones, not mocks: a `FileLog` that was closed refuses appends, a
+//! memory store that was closed refuses writes, and a task directory that was removed makes
+//! the checkpoint rewrite fail. `ReopenableLog` delegates every call to a real `FileLog` and
+//! only lets the test reopen that log on its directory, as a restarted process would.
+
+mod logged_common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+
+use logged_common::{TOPIC, checkpoint, file_log, memory_store, replay, scan};
+use parking_lot::RwLock;
+use statestore_changelog::{
+    Changelog, ChangelogRecord, FileLog, LoggedStore, LoggedStoreConfig, read_checkpoint,
+};
+use store_api::{BatchOp, ErrorKind, KeyValueStore, Result};
+
+/// A real `FileLog` the test can close and reopen under a running `LoggedStore`.
+#[derive(Debug)]
+struct ReopenableLog {
+    dir: PathBuf,
+    current: RwLock<Arc<FileLog>>,
+}
+
+impl ReopenableLog {
+    fn open(dir: &Path) -> Arc<ReopenableLog> {
+        let current = RwLock::new(file_log(dir));
+        Arc::new(ReopenableLog {
+            dir: dir.to_path_buf(),
+            current,
+        })
+    }
+
+    fn log(&self) -> Arc<FileLog> {
+        Arc::clone(&self.current.read())
+    }
+
+    fn reopen(&self) {
+        let mut current = self.current.write();
+        current.close().expect("close");
+        *current = file_log(&self.dir);
+    }
+}
+
+impl Changelog for ReopenableLog {
+    fn topic(&self) -> &str {
+        TOPIC
+    }
+    fn partition(&self) -> u32 {
+        0
+    }
+    fn append(&self, ops: &[BatchOp]) -> Result<std::ops::Range<u64>> {
+        self.log().append(ops)
+    }
+    fn sync(&self) -> Result<()> {
+        self.log().sync()
+    }
+    fn read(&self, from: u64, max_records: usize) -> Result<Vec<ChangelogRecord>> {
+        self.log().read(from, max_records)
+    }
+    fn start_offset(&self) -> Result<u64> {
+        self.log().start_offset()
+    }
+    fn end_offset(&self) -> Result<u64> {
+        self.log().end_offset()
+    }
+}
+
+fn put_all(store: &LoggedStore, keys: &[&str], value: &str) {
+    for key in keys {
+        store.put(key.as_bytes(), value.as_bytes()).expect("put");
+    }
+}
+
+#[test]
+fn a_failed_log_append_leaves_the_store_untouched_and_keeps_the_buffer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = ReopenableLog::open(&dir.path().join("log"));
+    let inner = memory_store();
+    let cp = checkpoint(dir.path());
+    let store = LoggedStore::open(
+        Arc::clone(&inner),
+        log.clone(),
+        cp,
+        LoggedStoreConfig::default(),
+    )
+    .expect("open");
+    put_all(&store, &["a", "b"], "1");
+    store.commit().expect("commit");
+
+    put_all(&store, &["b", "c"], "2");
+    store.delete(b"a").expect("delete");
+    log.log().close().expect("close the log under the store");
+    let err = store.commit().expect_err("the log is closed");
+    assert_eq!(err.kind(), ErrorKind::Closed);
+
+    let before: Vec<_> = [("a", "1"), ("b", "1")]
+        .iter()
+        .map(|(k, v)| logged_common::kv(k, v))
+        .collect();
+    assert_eq!(
+        scan(inner.as_ref()),
+        before.into_iter().collect(),
+        "the store changed"
+    );
+    assert_eq!(
+        read_checkpoint(&dir.path().join(".checkpoint"))
+            .expect("read")
+            .map(|e| e.len()),
+        Some(1)
+    );
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(1));
+    assert!(store.buffered_bytes() > 0, "the buffer was dropped");
+    assert_eq!(store.get(b"a").expect("get"), None);
+    assert_eq!(store.get(b"c").expect("get"), Some(b"2".to_vec()));
+
+    // Once the log is back, the same buffered writes commit.
+    log.reopen();
+    store.commit().expect("retry");
+    assert_eq!(store.buffered_bytes(), 0);
+    let expected = scan(&store);
+    assert_eq!(scan(inner.as_ref()), expected);
+    assert_eq!(replay(log.as_ref()), expected);
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(4));
+}
+
+#[test]
+fn a_failed_store_write_keeps_the_buffer_and_the_log_stays_the_truth() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let inner = memory_store();
+    let store = LoggedStore::open(
+        Arc::clone(&inner),
+        log.clone(),
+        checkpoint(dir.path()),
+        LoggedStoreConfig::default(),
+    )
+    .expect("open");
+    put_all(&store, &["a", "b"], "1");
+    inner
+        .close()
+        .expect("close the store under the logged store");
+    let err = store.commit().expect_err("the store is closed");
+    assert_eq!(err.kind(), ErrorKind::Closed);
+    // The log acknowledged the writes; the checkpoint does not claim them.
+    assert_eq!(log.end_offset().expect("end"), 2);
+    assert_eq!(store.checkpoint().get(TOPIC, 0), None);
+    assert_eq!(store.get(b"a").expect("buffered"), Some(b"1".to_vec()));
+    std::mem::forget(store);
+
+    // A store rebuilt from the log holds them.
+    let rebuilt = LoggedStore::open(
+        memory_store(),
+        log,
+        checkpoint(dir.path()),
+        LoggedStoreConfig::default(),
+    )
+    .expect("reopen");
+    assert!(rebuilt.restored().wiped);
+    assert_eq!(rebuilt.get(b"b").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(rebuilt.checkpoint().get(TOPIC, 0), Some(1));
+}
+
+#[test]
+fn a_failed_checkpoint_write_keeps_the_buffer_and_a_retry_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let task = dir.path().join("0_0");
+    std::fs::create_dir(&task).expect("mkdir");
+    let log = file_log(&dir.path().join("log"));
+    let inner = memory_store();
+    let store = LoggedStore::open(
+        Arc::clone(&inner),
+        log.clone(),
+        checkpoint(&task),
+        LoggedStoreConfig::default(),
+    )
+    .expect("open");
+    put_all(&store, &["a"], "1");
+    store.commit().expect("commit");
+
+    put_all(&store, &["a", "b"], "2");
+    std::fs::remove_dir_all(&task).expect("remove the task directory");
+    let err = store.commit().expect_err("no directory for the checkpoint");
+    assert_eq!(err.kind(), ErrorKind::Io);
+    assert_eq!(
+        store.checkpoint().get(TOPIC, 0),
+        Some(0),
+        "the checkpoint moved"
+    );
+    assert!(store.buffered_bytes() > 0, "the buffer was dropped");
+    // Steps 1 and 2 had completed: log and store hold the writes.
+    assert_eq!(inner.get(b"b").expect("get"), Some(b"2".to_vec()));
+
+    std::fs::create_dir(&task).expect("mkdir");
+    store.commit().expect("retry");
+    // The retry logged the two writes again; replaying both copies is harmless.
+    assert_eq!(log.end_offset().expect("end"), 5);
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(4));
+    assert_eq!(
+        read_checkpoint(&task.join(".checkpoint"))
+            .expect("read")
+            .and_then(|e| e.values().next().copied()),
+        Some(4)
+    );
+    assert_eq!(replay(log.as_ref()), scan(&store));
+}
+
+#[test]
+fn writers_see_their_writes_while_another_thread_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let config = LoggedStoreConfig {
+        commit_bytes: 4096,
+        ..LoggedStoreConfig::default()
+    };
+    let store = Arc::new(
+        LoggedStore::open(memory_store(), log.clone(), checkpoint(dir.path()), config)
+            .expect("open"),
+    );
+    let writers: Vec<_> = (0..3u8)
+        .map(|writer| {
+            let store = Arc::clone(&store);
+            thread::spawn(move || {
+                for i in 0..2000u32 {
+                    let key = [writer, (i % 50) as u8];
+                    store.put(&key, &i.to_be_bytes()).expect("put");
+                    assert_eq!(
+                        store.get(&key).expect("get"),
+                        Some(i.to_be_bytes().to_vec())
+                    );
+                    let own = store.prefix_scan(&[writer]).expect("scan").count();
+                    assert_eq!(own, 50.min(i as usize + 1), "a scan lost keys");
+                }
+            })
+        })
+        .collect();
+    let committer = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || {
+            for _ in 0..50 {
+                store.commit().expect("commit");
+                thread::yield_now();
+            }
+        })
+    };
+    for handle in writers.into_iter().chain([committer]) {
+        handle.join().expect("thread");
+    }
+    store.commit().expect("commit");
+    assert_eq!(scan(store.inner().as_ref()).len(), 150);
+    assert_eq!(replay(log.as_ref()), scan(store.as_ref()));
+}
