@@ -1,0 +1,105 @@
+//! The writer process: random updates through a `LoggedStore` on a `FileLog` into a
+//! persistent backend, one commit per step, each acknowledged in a side file once `commit()`
+//! returned. Also the code both processes use to open the state.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use statestore_changelog::{
+    FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, RestoreListener, StateDirectory,
+    SyncPolicy, TaskDirectory, TaskId,
+};
+use store_api::KeyValueStore;
+
+use crate::workload::{STEP_KEY, step_updates};
+
+/// The application id in the state directory.
+const APPLICATION: &str = "crash";
+/// The store's name.
+const STORE: &str = "kv";
+/// A writer left alone stops after this long, so a dead parent leaves no process behind.
+const MAX_RUN: Duration = Duration::from_secs(180);
+
+/// An open logged store with everything it stands on. Fields drop in order: the store
+/// (committing and closing the engine) before the log, the task and the state directory.
+pub struct Stack {
+    pub store: LoggedStore,
+    pub log: Arc<FileLog>,
+    _task: TaskDirectory,
+    _state: StateDirectory,
+}
+
+/// Opens and restores the store kept under `root` on `backend`.
+pub fn open_stack(root: &Path, backend: &str, listener: &mut dyn RestoreListener) -> Stack {
+    let state = StateDirectory::open(&root.join("state"), APPLICATION).expect("state dir");
+    let task = state.task(TaskId::new(0, 0)).expect("task dir");
+    let factory = statestore::factory(backend).expect("backend compiled in");
+    let inner = task
+        .open_store(factory, STORE, &Value::Null)
+        .expect("open store");
+    let topic = state.changelog_topic(STORE).expect("topic");
+    let config = FileLogConfig {
+        sync: SyncPolicy::EveryCommit,
+        ..FileLogConfig::default()
+    };
+    let log = Arc::new(FileLog::open(&root.join("log"), &topic, 0, config).expect("open log"));
+    let config = LoggedStoreConfig {
+        // Only the explicit per-step commits: a commit is exactly one step.
+        commit_bytes: usize::MAX,
+        restore_batch_records: 500,
+    };
+    let checkpoint = Arc::clone(task.checkpoint());
+    let store = LoggedStore::open_with_listener(inner, log.clone(), checkpoint, config, listener)
+        .expect("open and restore the logged store");
+    Stack {
+        store,
+        log,
+        _task: task,
+        _state: state,
+    }
+}
+
+/// The last step the store holds (0 for none).
+pub fn stored_step(store: &dyn KeyValueStore) -> u64 {
+    store
+        .get(STEP_KEY)
+        .expect("read the step")
+        .map_or(0, |bytes| {
+            u64::from_be_bytes(bytes.try_into().expect("an 8-byte step"))
+        })
+}
+
+/// Writes steps after the stored one until killed, appending each step number to `acks`
+/// with an fsync after its commit returned.
+pub fn run(root: &Path, backend: &str, seed: u64) {
+    let stack = open_stack(
+        root,
+        backend,
+        &mut statestore_changelog::NoopRestoreListener,
+    );
+    let store = &stack.store;
+    let mut acks = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("acks"))
+        .expect("open the ack file");
+    let started = Instant::now();
+    let mut step = stored_step(store);
+    while started.elapsed() < MAX_RUN {
+        step += 1;
+        for (key, value) in step_updates(seed, step) {
+            match value {
+                Some(value) => store.put(&key, &value).expect("put"),
+                None => store.delete(&key).expect("delete"),
+            }
+        }
+        store.put(STEP_KEY, &step.to_be_bytes()).expect("put step");
+        store.commit().expect("commit");
+        writeln!(acks, "{step}").expect("write ack");
+        acks.sync_data().expect("sync ack");
+    }
+}
