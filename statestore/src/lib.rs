@@ -22,6 +22,9 @@ use std::path::Path;
 
 pub use store_api::*;
 
+/// Durability: `LoggedStore`, changelogs, checkpoints, restore and the state directory.
+#[cfg(feature = "changelog")]
+pub use statestore_changelog as changelog;
 #[cfg(feature = "memory")]
 pub use statestore_memory as memory;
 #[cfg(feature = "redb")]
