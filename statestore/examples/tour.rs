@@ -6,7 +6,7 @@
 use std::ops::Bound;
 use std::time::Instant;
 
-use statestore::{BackendOptions, KeyValueStore, Result, WriteBatch};
+use statestore::{BackendOptions, Result, WriteBatch};
 
 const KEYS: u32 = 100_000;
 

@@ -1,3 +1,6 @@
 //! The whole statestore conformance suite, run on the memory backend with its default options.
 
-statestore_conformance::store_suite!(statestore_conformance::backend(statestore_memory::MemoryFactory, serde_json::Value::Null));
+statestore_conformance::store_suite!(statestore_conformance::backend(
+    statestore_memory::MemoryFactory,
+    serde_json::Value::Null
+));
