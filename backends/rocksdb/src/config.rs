@@ -1,0 +1,223 @@
+//! The RocksDB backend's options.
+//!
+//! Defaults follow Kafka Streams' `RocksDBStore` where it made a choice for state stores (block
+//! cache, write buffers, bloom filter, unlimited open files) and RocksDB's own defaults
+//! elsewhere, except compression: LZ4 costs little CPU and roughly halves typical state.
+
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, WriteOptions};
+use serde::{Deserialize, Serialize};
+use store_api::{Error, Result};
+
+/// Block compression of the SST files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// No compression: the least CPU, the most disk.
+    None,
+    /// Snappy: fast, moderate ratio.
+    Snappy,
+    /// LZ4 (the default): fast, a ratio close to Snappy's.
+    #[default]
+    Lz4,
+    /// Zstandard: the best ratio, the most CPU.
+    Zstd,
+}
+
+impl Compression {
+    fn native(self) -> DBCompressionType {
+        match self {
+            Compression::None => DBCompressionType::None,
+            Compression::Snappy => DBCompressionType::Snappy,
+            Compression::Lz4 => DBCompressionType::Lz4,
+            Compression::Zstd => DBCompressionType::Zstd,
+        }
+    }
+}
+
+/// Options of a RocksDB store, as read from a configuration table.
+///
+/// Every field is optional in the table; a missing one takes the default given below, and an
+/// unknown one is an error.
+///
+/// ```
+/// use statestore_rocksdb::{Compression, Config};
+/// let config: Config = serde_json::from_value(serde_json::json!({
+///     "compression": "zstd",
+///     "sync_writes": true,
+/// }))?;
+/// assert_eq!(config.compression, Compression::Zstd);
+/// assert!(config.wal);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Size of the LRU block cache for uncompressed data blocks, in bytes; `0` disables the
+    /// cache. Default: 50 MiB.
+    pub block_cache_size: usize,
+    /// Compression of SST blocks. Default: `lz4`.
+    pub compression: Compression,
+    /// Size of one memtable, in bytes, before it is frozen and flushed. Default: 16 MiB.
+    pub write_buffer_size: usize,
+    /// Most memtables held in memory, the active one included (at least 1). Default: 3.
+    pub max_write_buffer_number: i32,
+    /// Log every write to the write-ahead log first. Without it, writes that `flush` has not
+    /// pushed into SST files are lost when the process dies; the changelog then restores
+    /// them. Default: `true`.
+    pub wal: bool,
+    /// Sync the write-ahead log on every write, so each write is durable when it returns,
+    /// not only after `flush`. Much slower. Ignored when `wal` is off. Default: `false`.
+    pub sync_writes: bool,
+    /// Bits per key of the bloom filter that lets point lookups of missing keys skip SST
+    /// files; `0` disables it. Default: `10` (about 1% false positives).
+    pub bloom_filter_bits_per_key: f64,
+    /// Most files RocksDB keeps open, or `-1` for no limit. Default: `-1`.
+    pub max_open_files: i32,
+    /// Threads for background flushes and compactions (RocksDB's `IncreaseParallelism`, at
+    /// least 1). Default: `null`, RocksDB's own default of 2 background jobs.
+    pub parallelism: Option<i32>,
+    /// Create the directory and the database when missing; when `false`, opening a missing
+    /// store fails. Default: `true`.
+    pub create_if_missing: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            block_cache_size: 50 << 20,
+            compression: Compression::default(),
+            write_buffer_size: 16 << 20,
+            max_write_buffer_number: 3,
+            wal: true,
+            sync_writes: false,
+            bloom_filter_bits_per_key: 10.0,
+            max_open_files: -1,
+            parallelism: None,
+            create_if_missing: true,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the values that RocksDB would reject or silently misread.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the first bad option.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |message: String| Err(Error::invalid(format!("rocksdb option {message}")));
+        if self.max_write_buffer_number < 1 {
+            return bad(format!(
+                "max_write_buffer_number must be at least 1, got {}",
+                self.max_write_buffer_number
+            ));
+        }
+        if !(self.bloom_filter_bits_per_key.is_finite() && self.bloom_filter_bits_per_key >= 0.0) {
+            return bad(format!(
+                "bloom_filter_bits_per_key must be a finite number >= 0, got {}",
+                self.bloom_filter_bits_per_key
+            ));
+        }
+        if self.max_open_files == 0 || self.max_open_files < -1 {
+            return bad(format!(
+                "max_open_files must be -1 or positive, got {}",
+                self.max_open_files
+            ));
+        }
+        if let Some(threads) = self.parallelism.filter(|threads| *threads < 1) {
+            return bad(format!("parallelism must be at least 1, got {threads}"));
+        }
+        if self.write_buffer_size == 0 {
+            return bad("write_buffer_size must be positive".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The database options for this configuration.
+    pub(crate) fn db_options(&self) -> Options {
+        let mut opts = Options::default();
+        opts.create_if_missing(self.create_if_missing);
+        opts.set_compression_type(self.compression.native());
+        opts.set_write_buffer_size(self.write_buffer_size);
+        opts.set_max_write_buffer_number(self.max_write_buffer_number);
+        opts.set_max_open_files(self.max_open_files);
+        if let Some(threads) = self.parallelism {
+            opts.increase_parallelism(threads);
+        }
+        opts.set_block_based_table_factory(&self.table_options());
+        opts
+    }
+
+    fn table_options(&self) -> BlockBasedOptions {
+        let mut table = BlockBasedOptions::default();
+        if self.block_cache_size == 0 {
+            table.disable_cache();
+        } else {
+            table.set_block_cache(&Cache::new_lru_cache(self.block_cache_size));
+        }
+        if self.bloom_filter_bits_per_key > 0.0 {
+            // `false`: the full-filter format; the block-based one is deprecated.
+            table.set_bloom_filter(self.bloom_filter_bits_per_key, false);
+        }
+        table
+    }
+
+    /// The options every write of the store uses.
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        let mut opts = WriteOptions::default();
+        opts.disable_wal(!self.wal);
+        opts.set_sync(self.wal && self.sync_writes);
+        opts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(Config::default().validate().is_ok());
+    }
+
+    #[test]
+    fn rejects_nonsense() {
+        let cases = [
+            Config {
+                max_write_buffer_number: 0,
+                ..Config::default()
+            },
+            Config {
+                bloom_filter_bits_per_key: f64::NAN,
+                ..Config::default()
+            },
+            Config {
+                bloom_filter_bits_per_key: -1.0,
+                ..Config::default()
+            },
+            Config {
+                max_open_files: 0,
+                ..Config::default()
+            },
+            Config {
+                max_open_files: -2,
+                ..Config::default()
+            },
+            Config {
+                parallelism: Some(0),
+                ..Config::default()
+            },
+            Config {
+                write_buffer_size: 0,
+                ..Config::default()
+            },
+        ];
+        for config in cases {
+            let err = config.validate().expect_err("invalid config accepted");
+            assert_eq!(
+                err.kind(),
+                store_api::ErrorKind::InvalidArgument,
+                "{config:?}"
+            );
+        }
+    }
+}

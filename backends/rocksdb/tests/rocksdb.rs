@@ -1,0 +1,467 @@
+//! RocksDB-specific behaviour the conformance suite cannot know about: options, the mapping of
+//! RocksDB's lock and argument errors, bound translation at successor keys, durability of
+//! `flush` with and without the write-ahead log, and the lifetime of iterators across `close`.
+
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+
+use serde_json::json;
+use statestore_rocksdb::{Compression, Config, RocksDbFactory, RocksDbStore};
+use store_api::{BackendFactory, ErrorKind, KeyValueStore, KvPair, WriteBatch};
+
+fn open(dir: &Path) -> RocksDbStore {
+    RocksDbStore::open(dir, Config::default()).expect("open")
+}
+
+fn collect(iter: store_api::KvIter) -> Vec<Vec<u8>> {
+    iter.map(|item| item.expect("item").0).collect()
+}
+
+fn keys(list: &[&[u8]]) -> Vec<Vec<u8>> {
+    list.iter().map(|key| key.to_vec()).collect()
+}
+
+#[test]
+fn factory_applies_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = json!({
+        "block_cache_size": 0,
+        "compression": "zstd",
+        "write_buffer_size": 1 << 20,
+        "max_write_buffer_number": 2,
+        "wal": false,
+        "sync_writes": false,
+        "bloom_filter_bits_per_key": 0.0,
+        "max_open_files": 64,
+        "parallelism": 2,
+        "create_if_missing": true,
+    });
+    let store = RocksDbFactory.open(dir.path(), &options).unwrap();
+    assert_eq!(
+        (RocksDbFactory.name(), store.name()),
+        ("rocksdb", "rocksdb")
+    );
+    store.put(b"k", b"v").unwrap();
+    assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+    let parsed: Config = serde_json::from_value(options).unwrap();
+    assert_eq!(parsed.compression, Compression::Zstd);
+    assert!(!parsed.wal);
+}
+
+#[test]
+fn unknown_or_bad_options_are_invalid_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        json!({ "block_cache": 1 }),
+        json!({ "compression": "brotli" }),
+        json!({ "max_write_buffer_number": 0 }),
+        json!({ "bloom_filter_bits_per_key": -3.0 }),
+        json!({ "wal": "yes" }),
+    ];
+    for options in cases {
+        let err = RocksDbFactory.open(dir.path(), &options).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{options}: {err}");
+    }
+    let err = RocksDbFactory
+        .open(dir.path(), &json!({ "block_cache": 1 }))
+        .unwrap_err();
+    assert!(err.to_string().contains("block_cache"), "{err}");
+}
+
+#[test]
+fn missing_store_without_create_is_invalid_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        create_if_missing: false,
+        ..Config::default()
+    };
+    let err = RocksDbStore::open(&dir.path().join("absent"), config).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
+
+#[test]
+fn second_open_is_locked_and_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path());
+    let err = RocksDbStore::open(dir.path(), Config::default()).unwrap_err();
+    match err {
+        store_api::Error::Locked { path, .. } => assert_eq!(path, dir.path()),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    first.close().unwrap();
+    open(dir.path()).close().unwrap();
+}
+
+/// Set by [`second_process_open_is_locked`] for the child process it starts.
+const CHILD_DIR: &str = "STATESTORE_ROCKSDB_LOCKED_DIR";
+
+#[test]
+fn second_process_open_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = open(dir.path());
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_open_reports_locked",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_DIR, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "child failed: {stdout}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the child case did not run: {stdout}"
+    );
+}
+
+/// The child half of [`second_process_open_is_locked`]: another process's `LOCK` (an `fcntl`
+/// lock, reported differently from this process's own) is `Locked` too.
+#[test]
+#[ignore = "run by second_process_open_is_locked in a child process"]
+fn child_open_reports_locked() {
+    let dir = std::env::var_os(CHILD_DIR).expect("started by second_process_open_is_locked");
+    let err = RocksDbStore::open(Path::new(&dir), Config::default()).unwrap_err();
+    match err {
+        store_api::Error::Locked { path, detail } => {
+            assert_eq!(path, Path::new(&dir));
+            println!("locked by another process: {detail}");
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+}
+
+#[test]
+fn outstanding_iterator_keeps_the_lock_until_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.put(b"a", b"1").unwrap();
+    let mut iter = store.range(Unbounded, Unbounded).unwrap();
+    store.close().unwrap();
+    assert_eq!(store.get(b"a").unwrap_err().kind(), ErrorKind::Closed);
+    let err = RocksDbStore::open(dir.path(), Config::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked);
+    // The iterator still reads its snapshot.
+    assert_eq!(
+        iter.next().unwrap().unwrap(),
+        (b"a".to_vec(), b"1".to_vec())
+    );
+    drop(iter);
+    assert_eq!(open(dir.path()).get(b"a").unwrap(), Some(b"1".to_vec()));
+}
+
+#[test]
+fn values_of_8_mib_and_more_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let big: Vec<u8> = (0..(8 << 20) + 7).map(|i: u32| (i % 251) as u8).collect();
+    store.put(b"big", &big).unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put(b"big2".to_vec(), big.clone());
+    store.write(batch).unwrap();
+    store.close().unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    let all: Vec<KvPair> = store
+        .range(Unbounded, Unbounded)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|(_, value)| *value == big));
+}
+
+#[test]
+fn empty_key_and_empty_value_are_ordinary() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.get(b"").unwrap(), None);
+    store.put(b"", b"").unwrap();
+    store.put(b"\0", b"x").unwrap();
+    assert_eq!(store.get(b"").unwrap(), Some(Vec::new()));
+    assert_eq!(
+        collect(store.range(Unbounded, Unbounded).unwrap()),
+        keys(&[b"", b"\0"])
+    );
+    assert_eq!(
+        collect(store.range(Excluded(b""), Unbounded).unwrap()),
+        keys(&[b"\0"])
+    );
+    assert_eq!(
+        collect(store.range(Unbounded, Included(b"")).unwrap()),
+        keys(&[b""])
+    );
+    assert_eq!(
+        collect(store.range(Unbounded, Excluded(b"")).unwrap()),
+        keys(&[])
+    );
+    assert_eq!(store.put_if_absent(b"", b"new").unwrap(), Some(Vec::new()));
+    store.delete(b"").unwrap();
+    assert_eq!(store.get(b"").unwrap(), None);
+}
+
+/// Keys that differ only by trailing zero bytes, where `key ++ [0]` is the exact successor.
+fn successor_fixture(dir: &Path) -> RocksDbStore {
+    let store = open(dir);
+    for key in [
+        &b"a"[..],
+        b"a\0",
+        b"a\0\0",
+        b"a\x01",
+        b"b",
+        b"\xff",
+        b"\xff\0",
+    ] {
+        store.put(key, key).expect("put");
+    }
+    store
+}
+
+fn both(store: &RocksDbStore, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Vec<Vec<u8>> {
+    let forward = collect(store.range(from, to).expect("range"));
+    let mut backward = collect(store.reverse_range(from, to).expect("reverse_range"));
+    backward.reverse();
+    assert_eq!(forward, backward, "reverse disagrees for {from:?}..{to:?}");
+    forward
+}
+
+#[test]
+fn bounds_are_exact_at_successor_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = successor_fixture(dir.path());
+    assert_eq!(both(&store, Included(b"a"), Included(b"a")), keys(&[b"a"]));
+    assert_eq!(
+        both(&store, Included(b"a"), Included(b"a\0")),
+        keys(&[b"a", b"a\0"])
+    );
+    assert_eq!(
+        both(&store, Included(b"a"), Excluded(b"a\0")),
+        keys(&[b"a"])
+    );
+    assert_eq!(
+        both(&store, Excluded(b"a"), Included(b"a\0\0")),
+        keys(&[b"a\0", b"a\0\0"])
+    );
+    assert_eq!(
+        both(&store, Excluded(b"a\0"), Excluded(b"b")),
+        keys(&[b"a\0\0", b"a\x01"])
+    );
+    assert_eq!(both(&store, Excluded(b"a"), Excluded(b"a\0")), keys(&[]));
+    assert_eq!(
+        both(&store, Included(b"\xff"), Included(b"\xff")),
+        keys(&[b"\xff"])
+    );
+    assert_eq!(
+        both(&store, Excluded(b"\xff"), Unbounded),
+        keys(&[b"\xff\0"])
+    );
+    assert_eq!(
+        both(&store, Excluded(b"b"), Included(b"\xff\0")),
+        keys(&[b"\xff", b"\xff\0"])
+    );
+}
+
+#[test]
+fn inverted_and_degenerate_ranges_are_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = successor_fixture(dir.path());
+    assert_eq!(both(&store, Included(b"b"), Included(b"a")), keys(&[]));
+    assert_eq!(both(&store, Excluded(b"a"), Included(b"a")), keys(&[]));
+    assert_eq!(both(&store, Included(b"a"), Excluded(b"a")), keys(&[]));
+    assert_eq!(both(&store, Excluded(b"a\0"), Excluded(b"a")), keys(&[]));
+}
+
+#[test]
+fn prefix_scans_use_native_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = successor_fixture(dir.path());
+    let all = keys(&[b"a", b"a\0", b"a\0\0", b"a\x01", b"b", b"\xff", b"\xff\0"]);
+    assert_eq!(collect(store.prefix_scan(b"").unwrap()), all);
+    assert_eq!(
+        collect(store.prefix_scan(b"a\0").unwrap()),
+        keys(&[b"a\0", b"a\0\0"])
+    );
+    assert_eq!(
+        collect(store.prefix_scan(b"\xff").unwrap()),
+        keys(&[b"\xff", b"\xff\0"])
+    );
+    assert_eq!(
+        collect(store.reverse_prefix_scan(b"\xff").unwrap()),
+        keys(&[b"\xff\0", b"\xff"])
+    );
+    assert_eq!(collect(store.prefix_scan(b"a\0\0\0").unwrap()), keys(&[]));
+}
+
+#[test]
+fn iterators_read_a_snapshot_and_move_between_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.put(b"a", b"old").unwrap();
+    store.put(b"c", b"old").unwrap();
+    let iter = store.range(Unbounded, Unbounded).unwrap();
+    store.put(b"b", b"new").unwrap();
+    store.put(b"a", b"new").unwrap();
+    store.delete(b"c").unwrap();
+    let seen = std::thread::spawn(move || iter.map(Result::unwrap).collect::<Vec<_>>());
+    let expected = vec![
+        (b"a".to_vec(), b"old".to_vec()),
+        (b"c".to_vec(), b"old".to_vec()),
+    ];
+    assert_eq!(seen.join().unwrap(), expected);
+}
+
+#[test]
+fn batch_applies_in_order_and_later_ops_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut batch = WriteBatch::new();
+    batch
+        .put(b"a", b"1")
+        .delete(b"a")
+        .put(b"a", b"2")
+        .put(b"b", b"1")
+        .delete(b"b");
+    store.write(batch).unwrap();
+    assert_eq!(store.get(b"a").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(store.get(b"b").unwrap(), None);
+}
+
+#[test]
+fn oversized_entries_are_rejected_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let long_key = vec![7u8; store_api::limits::MAX_KEY_LEN + 1];
+    assert_eq!(
+        store.put(&long_key, b"v").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        store.get(&long_key).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let mut batch = WriteBatch::new();
+    batch
+        .put(b"ok".to_vec(), b"v".to_vec())
+        .put(long_key, b"v".to_vec());
+    assert_eq!(
+        store.write(batch).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(store.get(b"ok").unwrap(), None);
+}
+
+#[test]
+fn put_if_absent_has_exactly_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(dir.path()));
+    let threads = 8;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mine = vec![i as u8];
+                (mine.clone(), store.put_if_absent(b"k", &mine).unwrap())
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter(|(_, prev)| prev.is_none()).collect();
+    assert_eq!(winners.len(), 1);
+    let stored = store.get(b"k").unwrap().unwrap();
+    assert_eq!(winners[0].0, stored);
+    assert!(
+        results
+            .iter()
+            .all(|(_, prev)| prev.as_ref().is_none_or(|v| *v == stored))
+    );
+}
+
+#[test]
+fn approximate_len_counts_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.approximate_len().unwrap(), 0);
+    for i in 0..1000u32 {
+        store.put(&i.to_be_bytes(), b"v").unwrap();
+    }
+    let estimate = store.approximate_len().unwrap();
+    assert!((900..=1100).contains(&estimate), "estimate {estimate}");
+}
+
+/// Copies the files of an open database, as a crash would leave them, and opens the copy.
+fn crash_copy(from: &Path, to: &Path) -> RocksDbStore {
+    std::fs::create_dir_all(to).expect("create copy dir");
+    for entry in std::fs::read_dir(from).expect("list db dir") {
+        let entry = entry.expect("dir entry");
+        if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy file");
+        }
+    }
+    open(to)
+}
+
+#[test]
+fn flush_persists_writes_with_and_without_wal() {
+    for wal in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            wal,
+            ..Config::default()
+        };
+        let store = RocksDbStore::open(&dir.path().join("db"), config).unwrap();
+        store.put(b"before", b"1").unwrap();
+        if !wal {
+            // Without the log an unflushed write lives only in the memtable.
+            let copy = crash_copy(&dir.path().join("db"), &dir.path().join("early"));
+            assert_eq!(copy.get(b"before").unwrap(), None);
+        }
+        store.flush().unwrap();
+        let copy = crash_copy(&dir.path().join("db"), &dir.path().join("copy"));
+        assert_eq!(
+            copy.get(b"before").unwrap(),
+            Some(b"1".to_vec()),
+            "wal = {wal}"
+        );
+    }
+}
+
+#[test]
+fn reopen_after_close_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.put(b"k", b"v").unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    drop(store);
+    assert_eq!(open(dir.path()).get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn closed_store_fails_every_call_with_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.close().unwrap();
+    store.close().unwrap();
+    let kinds = [
+        store.get(b"k").map(drop),
+        store.put(b"k", b"v"),
+        store.put_if_absent(b"k", b"v").map(drop),
+        store.delete(b"k"),
+        store.write(WriteBatch::new()),
+        store.range(Unbounded, Unbounded).map(drop),
+        store.range(Included(b"b"), Included(b"a")).map(drop),
+        store.reverse_range(Unbounded, Unbounded).map(drop),
+        store.prefix_scan(b"p").map(drop),
+        store.reverse_prefix_scan(b"p").map(drop),
+        store.approximate_len().map(drop),
+        store.flush(),
+    ];
+    for (i, result) in kinds.into_iter().enumerate() {
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::Closed, "call {i}");
+    }
+}
