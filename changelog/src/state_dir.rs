@@ -107,6 +107,20 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
 }
 
 /// An application's state directory, locked by this process until dropped.
+///
+/// ```
+/// use statestore_changelog::{StateDirectory, TaskId};
+///
+/// let root = tempfile::tempdir()?;
+/// let state = StateDirectory::open(root.path(), "app")?;
+/// let task = state.task(TaskId::new(0, 1))?;
+/// let dir = task.store_dir("rocksdb", "counts")?;
+/// assert!(dir.ends_with("app/0_1/rocksdb/counts"));
+/// assert_eq!(state.changelog_topic("counts")?, "app-counts-changelog");
+/// // A second handle, from this process or another, is refused while this one lives.
+/// assert!(StateDirectory::open(root.path(), "app").is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct StateDirectory {
     application_id: String,

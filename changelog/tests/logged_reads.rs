@@ -85,7 +85,8 @@ fn prefix_scans_merge_and_hide_tombstones() {
 fn empty_and_inverted_ranges_yield_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = mixed_store(dir.path());
-    let cases: [(Bound<&[u8]>, Bound<&[u8]>); 3] = [
+    type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+    let cases: [Range; 3] = [
         (Included(b"d"), Included(b"a")),
         (Included(b"c"), Excluded(b"c")),
         (Excluded(b"c"), Excluded(b"c")),
