@@ -6,7 +6,9 @@
 //! default, one machine), Kafka through rdkafka (many machines), and memory (tests).
 
 mod checkpoint;
+mod file;
 mod logged;
+mod memory;
 mod record;
 mod restore;
 mod state_dir;
@@ -15,7 +17,9 @@ pub use checkpoint::{
     CHECKPOINT_FILE, CHECKPOINT_TMP_FILE, Checkpoint, CheckpointEntries, TopicPartition,
     read_checkpoint, write_checkpoint,
 };
+pub use file::{CompactionStats, FileLog, FileLogConfig, RecoveryMode, SyncPolicy};
 pub use logged::{LoggedStore, LoggedStoreConfig};
+pub use memory::MemoryLog;
 pub use record::{Changelog, ChangelogRecord};
 pub use restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, restore, wipe};
 pub use state_dir::{

@@ -54,6 +54,7 @@
 //! }
 //! ```
 
+pub mod changelog;
 mod factory;
 mod fixture;
 pub mod store;

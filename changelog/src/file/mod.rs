@@ -1,0 +1,14 @@
+//! The embedded changelog: segment files in a local directory, one machine. The layout, the
+//! record format and recovery are documented on [`FileLog`].
+
+mod compact;
+mod config;
+mod format;
+mod log;
+mod reader;
+mod recovery;
+mod segment;
+
+pub use compact::CompactionStats;
+pub use config::{FileLogConfig, RecoveryMode, SyncPolicy};
+pub use log::FileLog;
