@@ -75,9 +75,10 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
     /// Iterates, in ascending key order, over the keys between `from` and `to`.
     ///
     /// `from` after `to`, or an empty interval, yields nothing; it is not an error. The
-    /// iterator sees every write that completed before this call. Writes made while it runs
-    /// are seen in full if [`Capabilities::snapshot_iterators`] is false and never if it is
-    /// true; in either case each key appears at most once and keys strictly ascend.
+    /// iterator sees every write that completed before this call. A write made while it runs
+    /// is never seen if [`Capabilities::snapshot_iterators`] is true, and may or may not be
+    /// seen if it is false; in either case each key appears at most once and keys strictly
+    /// ascend.
     ///
     /// # Errors
     /// `Closed` or an engine failure, either now or as an `Err` item later.
