@@ -6,7 +6,8 @@ use std::path::Path;
 use store_api::{BackendOptions, Error, KeyValueStore, Result};
 use tempfile::TempDir;
 
-use crate::target::ApiTarget;
+use crate::data::Key;
+use crate::target::{ApiTarget, Target};
 
 /// A store of one backend in its own temporary directory, removed on drop.
 #[derive(Debug)]
@@ -93,4 +94,27 @@ pub fn dir_size(path: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// A fixture is a target too: the workloads reach its store through the store API.
+impl Target for Fixture {
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        self.target().get(key)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.target().put(key, value)
+    }
+
+    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+        self.target().write_batch(entries)
+    }
+
+    fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {
+        self.target().scan(from, limit)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.target().flush()
+    }
 }

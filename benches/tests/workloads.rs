@@ -15,7 +15,10 @@ fn exercise<T: Target + ?Sized>(target: &T, workload: Workload) -> u64 {
     let mut driver = Driver::new(workload, SCALE);
     let mut units = 0;
     for _ in 0..300 {
-        match driver.step(target).expect(workload.name()) {
+        match driver
+            .step(target)
+            .unwrap_or_else(|err| panic!("{workload}: {err}"))
+        {
             Some(done) => units += done,
             None => break,
         }

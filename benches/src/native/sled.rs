@@ -7,7 +7,9 @@ use store_api::{Error, Result};
 use crate::data::Key;
 use crate::target::Target;
 
-/// A sled database with sled's default settings, writing to its default tree.
+/// A sled database opened with `statestore_sled::Config::default()`'s settings (1 GiB cache,
+/// buffers written every 500 ms, low-space mode), writing to its default tree as the backend
+/// does.
 #[derive(Debug)]
 pub struct SledTarget {
     db: sled::Db,
@@ -23,7 +25,13 @@ impl SledTarget {
     /// # Errors
     /// sled's open error.
     pub fn open(dir: &Path) -> Result<SledTarget> {
-        let db = sled::Config::new().path(dir).open().map_err(native)?;
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(1 << 30)
+            .flush_every_ms(Some(500))
+            .mode(sled::Mode::LowSpace)
+            .open()
+            .map_err(native)?;
         Ok(SledTarget { db })
     }
 }

@@ -1,0 +1,184 @@
+//! One timed run of one workload on one backend, in a fresh store.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use serde::Serialize;
+use statestore_benches::{Driver, Fixture, Scale, Workload, prepare};
+use store_api::{Error, Result};
+
+/// How often the progress bar is updated, in steps: often enough to move smoothly, rarely
+/// enough to cost nothing next to the operations.
+const PROGRESS_EVERY: u64 = 512;
+/// The longest latency the histogram records; slower operations are counted at this value.
+const MAX_LATENCY_NS: u64 = 60_000_000_000;
+
+/// What one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    /// The workload's name.
+    pub workload: String,
+    /// The backend's name.
+    pub backend: String,
+    /// Whether the backend keeps data on disk (the memory backend does not).
+    pub persistent: bool,
+    /// Records read or written: one per operation, the batch size for loads.
+    pub records: u64,
+    /// Operations timed: single operations, or batches for loads.
+    pub operations: u64,
+    /// Measured time, in seconds.
+    pub seconds: f64,
+    /// Operations per second; records per second for the load workloads.
+    pub ops_per_sec: f64,
+    /// Median latency of one operation (one batch for loads), in microseconds.
+    pub p50_us: f64,
+    /// 99th-percentile latency of one operation, in microseconds.
+    pub p99_us: f64,
+    /// The store's files on disk after the run and a flush, in bytes.
+    pub bytes_on_disk: u64,
+    /// This backend's throughput over the best one's on this workload (1.0 for the best).
+    pub ratio_to_best: f64,
+}
+
+/// Where and how long runs go.
+#[derive(Debug, Clone)]
+pub struct RunPlan<'a> {
+    /// The scale of the workloads.
+    pub scale: Scale,
+    /// How long each non-load workload runs.
+    pub duration: Duration,
+    /// Where stores are created; `None` for the system temp dir.
+    pub data_dir: Option<&'a Path>,
+}
+
+/// Preloads, runs and measures `workload` on `backend` in a new store, then removes it.
+///
+/// # Errors
+/// Any failure of the store, or of the temporary directory.
+pub fn measure(
+    plan: &RunPlan<'_>,
+    workload: Workload,
+    backend: &str,
+    bar: &ProgressBar,
+) -> Result<Measurement> {
+    let fixture = open_fixture(plan, backend)?;
+    let target = fixture.target();
+    let preload = workload.preload(plan.scale);
+    if preload > 0 {
+        bar.set_length(preload);
+        bar.set_message("preloading");
+        prepare(&target, workload, plan.scale, |done| bar.set_position(done))?;
+    }
+    bar.set_position(0);
+    bar.set_message("running");
+    let mut driver = Driver::new(workload, plan.scale);
+    let timed = timed_run(&mut driver, &fixture, plan, bar)?;
+    fixture.store().flush()?;
+    let bytes_on_disk = fixture.bytes_on_disk();
+    let persistent = fixture.store().capabilities().persistent;
+    fixture.store().close()?;
+    Ok(timed.into_measurement(workload, backend, persistent, bytes_on_disk))
+}
+
+fn open_fixture(plan: &RunPlan<'_>, backend: &str) -> Result<Fixture> {
+    let Some(parent) = plan.data_dir else {
+        return Fixture::open(backend);
+    };
+    std::fs::create_dir_all(parent)
+        .map_err(|err| Error::io(format!("creating {}", parent.display()), err))?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("statestore-compare-{backend}-"))
+        .tempdir_in(parent)
+        .map_err(|err| Error::io(format!("creating a directory in {}", parent.display()), err))?;
+    Fixture::open_in(backend, dir)
+}
+
+struct Timed {
+    records: u64,
+    operations: u64,
+    elapsed: Duration,
+    latencies: Histogram<u64>,
+}
+
+/// Steps the driver until the load ends or the duration passes, timing every step.
+fn timed_run(
+    driver: &mut Driver,
+    fixture: &Fixture,
+    plan: &RunPlan<'_>,
+    bar: &ProgressBar,
+) -> Result<Timed> {
+    let load = driver.workload().is_load();
+    bar.set_length(if load {
+        plan.scale.records
+    } else {
+        plan.duration.as_millis() as u64
+    });
+    let mut latencies = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, 3)
+        .map_err(|err| Error::invalid(format!("latency histogram: {err}")))?;
+    let target = fixture.target();
+    let (mut records, mut operations) = (0, 0);
+    let start = Instant::now();
+    let mut last = start;
+    while let Some(done) = driver.step(&target)? {
+        // One clock read per step: each step's latency runs from the end of the previous one.
+        let now = Instant::now();
+        latencies.saturating_record((now - last).as_nanos().min(u128::from(MAX_LATENCY_NS)) as u64);
+        last = now;
+        records += done;
+        operations += 1;
+        if operations % PROGRESS_EVERY == 0 || load {
+            bar.set_position(if load {
+                records
+            } else {
+                (now - start).as_millis() as u64
+            });
+        }
+        if !load && now - start >= plan.duration {
+            break;
+        }
+    }
+    Ok(Timed {
+        records,
+        operations,
+        elapsed: last - start,
+        latencies,
+    })
+}
+
+impl Timed {
+    fn into_measurement(
+        self,
+        workload: Workload,
+        backend: &str,
+        persistent: bool,
+        bytes_on_disk: u64,
+    ) -> Measurement {
+        let seconds = self.elapsed.as_secs_f64();
+        // A load's batches are an implementation detail: users compare load rates in records.
+        let units = if workload.is_load() {
+            self.records
+        } else {
+            self.operations
+        };
+        let micros = |quantile: f64| self.latencies.value_at_quantile(quantile) as f64 / 1000.0;
+        Measurement {
+            workload: workload.name().to_string(),
+            backend: backend.to_string(),
+            persistent,
+            records: self.records,
+            operations: self.operations,
+            seconds,
+            ops_per_sec: if seconds > 0.0 {
+                units as f64 / seconds
+            } else {
+                0.0
+            },
+            p50_us: micros(0.5),
+            p99_us: micros(0.99),
+            bytes_on_disk: if persistent { bytes_on_disk } else { 0 },
+            ratio_to_best: 1.0,
+        }
+    }
+}
