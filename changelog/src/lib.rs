@@ -7,6 +7,8 @@
 
 mod checkpoint;
 mod file;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod logged;
 mod memory;
 mod record;
@@ -18,6 +20,8 @@ pub use checkpoint::{
     read_checkpoint, write_checkpoint,
 };
 pub use file::{CompactionStats, FileLog, FileLogConfig, RecoveryMode, SyncPolicy};
+#[cfg(feature = "kafka")]
+pub use kafka::{KafkaConfig, KafkaLog};
 pub use logged::{LoggedStore, LoggedStoreConfig};
 pub use memory::MemoryLog;
 pub use record::{Changelog, ChangelogRecord};

@@ -1,0 +1,144 @@
+//! Topic creation and metadata checks through rdkafka's `AdminClient`.
+//!
+//! The admin client answers with futures that its own background thread completes, so a
+//! ten-line `block_on` on `std::thread::park` drives them; no async runtime is needed.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{Client, ClientContext, DefaultClientContext};
+use rdkafka::types::RDKafkaErrorCode;
+use store_api::{Error, Result};
+
+use super::config::KafkaConfig;
+use super::error::{BACKEND, convert, is_timeout};
+
+/// Creates `topic` when missing: compacted, with the configured partitions and
+/// replication factor. A topic that already exists is left as it is.
+///
+/// # Errors
+/// `Timeout` when the brokers do not answer within the admin timeout, `Backend` when they
+/// refuse the topic.
+pub fn ensure_topic(config: &KafkaConfig, topic: &str) -> Result<()> {
+    let timeout = config.admin_timeout();
+    let admin: AdminClient<DefaultClientContext> = config
+        .client_config()
+        .create()
+        .map_err(|err| convert("creating the kafka admin client", err))?;
+    let options = AdminOptions::new()
+        .request_timeout(Some(timeout))
+        .operation_timeout(Some(timeout));
+    let partitions = i32::try_from(config.partitions)
+        .map_err(|_| Error::invalid("kafka partitions does not fit an i32"))?;
+    let mut new_topic = NewTopic::new(
+        topic,
+        partitions,
+        TopicReplication::Fixed(config.replication_factor),
+    );
+    // `validate` accepts only "compact" for cleanup.policy, which is set below.
+    let extra = config
+        .topic_properties
+        .iter()
+        .filter(|(key, _)| *key != "cleanup.policy");
+    for (key, value) in extra {
+        new_topic = new_topic.set(key, value);
+    }
+    new_topic = new_topic.set("cleanup.policy", "compact");
+    let doing = format!("creating topic {topic}");
+    // The admin client times the request out itself; the extra second only guards a hang.
+    let results = block_on(
+        admin.create_topics([&new_topic], &options),
+        timeout + Duration::from_secs(1),
+    )
+    .ok_or_else(|| Error::Timeout(doing.clone()))?
+    .map_err(|err| convert(&doing, err))?;
+    for result in results {
+        match result {
+            Ok(_) => tracing::info!(%topic, partitions, "created changelog topic"),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) if is_timeout(code) => {
+                return Err(Error::Timeout(format!("kafka, while {doing}: {code}")));
+            }
+            Err((_, code)) => {
+                return Err(Error::backend(BACKEND, format!("while {doing}: {code}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the brokers' metadata shows `partition` of `topic` (a new topic takes a moment
+/// to appear), and returns the topic's partition count.
+///
+/// # Errors
+/// `InvalidArgument` when the topic exists with too few partitions, `Timeout` when the
+/// metadata does not show the topic within `timeout`.
+pub fn await_partition<C: ClientContext>(
+    client: &Client<C>,
+    topic: &str,
+    partition: u32,
+    timeout: Duration,
+) -> Result<usize> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let doing = format!("fetching metadata of topic {topic}");
+        let metadata = client
+            .fetch_metadata(Some(topic), remaining)
+            .map_err(|err| convert(&doing, err))?;
+        let found = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none());
+        if let Some(found) = found {
+            let count = found.partitions().len();
+            if usize::try_from(partition).is_ok_and(|p| p < count) {
+                return Ok(count);
+            }
+            if count > 0 {
+                return Err(Error::invalid(format!(
+                    "kafka topic {topic} has {count} partitions, so partition {partition} does \
+                     not exist (an existing topic keeps its partition count)"
+                )));
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout(format!(
+                "kafka topic {topic} did not appear in the metadata within {timeout:?}"
+            )));
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `future` on this thread until it completes or `timeout` passes (`None`).
+pub fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    let deadline = Instant::now() + timeout;
+    let mut future = pin!(future);
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut context = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return Some(output);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return None;
+        }
+        thread::park_timeout(remaining);
+    }
+}
+
+/// Wakes the blocked thread by unparking it.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}

@@ -1,0 +1,236 @@
+//! The Kafka changelog: one partition of a compacted topic, through rdkafka (librdkafka).
+//!
+//! - Topic `<application_id>-<store_name>-changelog`, created when missing with the admin
+//!   client: `cleanup.policy=compact`, the configured partitions and replication factor.
+//! - Appends go through an idempotent producer with `acks=all` (`enable.idempotence=true`):
+//!   `append` returns once every replica in sync acknowledged every record, with the offsets
+//!   from the delivery reports. A put is a record with a value, a delete a record with a null
+//!   value (a tombstone), so compaction keeps the latest update of every key.
+//! - Reads assign the partition to a consumer at the wanted offset (no consumer group, no
+//!   offset commits); start and end offsets are the partition's watermarks.
+//!
+//! The API is synchronous: librdkafka runs its own threads, `append` waits on a condition
+//! variable signalled by the delivery callback, and the admin client's futures are driven by
+//! a small `block_on`. No async runtime is pulled in.
+
+mod admin;
+mod config;
+mod error;
+mod producer;
+mod reader;
+
+use std::fmt;
+use std::ops::Range;
+use std::thread;
+
+use parking_lot::Mutex;
+use rdkafka::consumer::Consumer;
+use store_api::{BatchOp, Error, Result};
+
+pub use config::KafkaConfig;
+
+use crate::{Changelog, ChangelogRecord};
+use producer::Appender;
+use reader::Reader;
+
+/// A [`Changelog`] kept in one partition of a Kafka topic.
+///
+/// One `KafkaLog` should be the only writer of its partition (as a Kafka Streams task is), so
+/// the records of one `append` get consecutive offsets. Reads may run while appends do.
+///
+/// ```no_run
+/// use statestore_changelog::{Changelog, KafkaConfig, KafkaLog};
+/// use store_api::BatchOp;
+///
+/// let config = KafkaConfig {
+///     bootstrap_servers: "127.0.0.1:9092".into(),
+///     application_id: "wordcount".into(),
+///     store_name: "counts".into(),
+///     ..KafkaConfig::default()
+/// };
+/// let log = KafkaLog::open(config, 0)?; // topic wordcount-counts-changelog, partition 0
+/// let offsets = log.append(&[BatchOp::Put { key: b"a".to_vec(), value: b"1".to_vec() }])?;
+/// assert_eq!(log.read(offsets.start, 10)?.len(), 1);
+/// # Ok::<(), store_api::Error>(())
+/// ```
+pub struct KafkaLog {
+    config: KafkaConfig,
+    topic: String,
+    partition: u32,
+    partition_id: i32,
+    /// Serializes appends (so one call's records stay consecutive). `None` after a failed
+    /// append retired the producer: the next append starts a new one.
+    appender: Mutex<Option<Appender>>,
+    reader: Mutex<Reader>,
+}
+
+impl KafkaLog {
+    /// Opens partition `partition` of topic `<application_id>-<store_name>-changelog`,
+    /// creating the topic when it is missing.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad option or property, or a partition the topic does not have;
+    /// `Timeout` when no broker answers within `admin_timeout_ms`; `Backend` when the brokers
+    /// refuse the topic.
+    pub fn open(config: KafkaConfig, partition: u32) -> Result<KafkaLog> {
+        config.validate()?;
+        let topic = config.topic();
+        Self::open_topic(config, &topic, partition)
+    }
+
+    /// Opens partition `partition` of `topic`, named explicitly (as a state directory's
+    /// `changelog_topic` names it); `application_id` and `store_name` are not used. Creates
+    /// the topic when it is missing.
+    ///
+    /// # Errors
+    /// As [`open`](KafkaLog::open), and `InvalidArgument` for a name Kafka does not accept.
+    pub fn open_topic(config: KafkaConfig, topic: &str, partition: u32) -> Result<KafkaLog> {
+        config::validate_topic(topic)?;
+        config.validate_settings()?;
+        tracing::debug!(?config, topic, partition, "opening kafka changelog");
+        let partition_id = i32::try_from(partition)
+            .map_err(|_| Error::invalid(format!("kafka partition {partition} is too large")))?;
+        admin::ensure_topic(&config, topic)?;
+        let base = config.client_config();
+        let timeout = config.admin_timeout();
+        let reader = Reader::new(&base, topic, partition_id, timeout)?;
+        admin::await_partition(reader.consumer().client(), topic, partition, timeout)?;
+        let appender = Appender::new(&base, topic, partition_id, config.produce_timeout())?;
+        Ok(KafkaLog {
+            config,
+            topic: topic.to_owned(),
+            partition,
+            partition_id,
+            appender: Mutex::new(Some(appender)),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// The configuration this log was opened with.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.config
+    }
+
+    fn new_appender(&self) -> Result<Appender> {
+        Appender::new(
+            &self.config.client_config(),
+            &self.topic,
+            self.partition_id,
+            self.config.produce_timeout(),
+        )
+    }
+}
+
+/// Drops a failed producer on a thread of its own: librdkafka's shutdown waits for the
+/// purged records' reports, which the caller of the failed `append` need not wait for.
+fn retire(appender: Appender) {
+    let spawned = thread::Builder::new()
+        .name("kafka-producer-retire".to_owned())
+        .spawn(move || drop(appender));
+    if let Err(err) = spawned {
+        tracing::debug!(%err, "no thread to retire the producer on; it was dropped in place");
+    }
+}
+
+impl fmt::Debug for KafkaLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaLog")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Changelog for KafkaLog {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
+        if ops.is_empty() {
+            let end = self.end_offset()?;
+            return Ok(end..end);
+        }
+        let mut slot = self.appender.lock();
+        let appender = match &mut *slot {
+            Some(appender) => appender,
+            empty => empty.insert(self.new_appender()?),
+        };
+        appender.check_sizes(ops)?;
+        let result = appender.append(ops);
+        if result.is_err()
+            && let Some(failed) = slot.take()
+        {
+            retire(failed);
+        }
+        result
+    }
+
+    /// Nothing to wait for: `append` returns only once the brokers acknowledged its records
+    /// with `acks=all`, which is the Kafka log's durability.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn read(&self, from: u64, max_records: usize) -> Result<Vec<ChangelogRecord>> {
+        self.reader.lock().read(from, max_records)
+    }
+
+    fn start_offset(&self) -> Result<u64> {
+        Ok(self.reader.lock().watermarks()?.0)
+    }
+
+    fn end_offset(&self) -> Result<u64> {
+        Ok(self.reader.lock().watermarks()?.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_secret_property_is_not_echoed() {
+        let mut config = KafkaConfig {
+            bootstrap_servers: "127.0.0.1:1".into(),
+            application_id: "app".into(),
+            store_name: "store".into(),
+            ..KafkaConfig::default()
+        };
+        config
+            .properties
+            .insert("my.client.secret".into(), "hunter2".into());
+        let err = KafkaLog::open(config, 0).expect_err("librdkafka knows no such property");
+        let shown = format!("{err} {err:?}");
+        assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument, "{shown}");
+        assert!(
+            shown.contains("my.client.secret") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn open_fails_with_timeout_when_no_broker_answers() {
+        let config = KafkaConfig {
+            // Port 1 on loopback: nothing listens, connections are refused at once.
+            bootstrap_servers: "127.0.0.1:1".into(),
+            application_id: "app".into(),
+            store_name: "store".into(),
+            admin_timeout_ms: 1_000,
+            ..KafkaConfig::default()
+        };
+        let started = std::time::Instant::now();
+        let err = KafkaLog::open(config, 0).expect_err("no broker");
+        assert_eq!(err.kind(), store_api::ErrorKind::Timeout, "{err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
