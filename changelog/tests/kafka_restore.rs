@@ -1,0 +1,247 @@
+//! `LoggedStore` on the Kafka changelog against a real broker: a store restored on "another
+//! machine" (a fresh state directory) equals the original, a restore from a checkpoint reads
+//! only the tail, and a broker outage under `commit` loses nothing.
+#![cfg(feature = "kafka")]
+
+mod kafka_support;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use statestore_changelog::{
+    Changelog, KafkaConfig, KafkaLog, LoggedStore, LoggedStoreConfig, RestoreListener,
+    StateDirectory, TaskDirectory, TaskId,
+};
+use store_api::{ErrorKind, KeyValueStore};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Counts what a restore reports.
+#[derive(Debug, Default)]
+struct Counting {
+    start: Option<(u64, u64)>,
+    batches: usize,
+    records: u64,
+    total: Option<u64>,
+}
+
+impl RestoreListener for Counting {
+    fn on_start(&mut self, _topic: &str, _partition: u32, start: u64, end: u64) {
+        self.start = Some((start, end));
+    }
+
+    fn on_batch(&mut self, _topic: &str, _partition: u32, _end: u64, records: usize) {
+        self.batches += 1;
+        self.records += records as u64;
+    }
+
+    fn on_end(&mut self, _topic: &str, _partition: u32, total: u64) {
+        self.total = Some(total);
+    }
+}
+
+/// One "machine": a state directory with task 0_0 holding a redb store logged to Kafka.
+/// Field order is drop order: the store closes before its task and state directories.
+struct Machine {
+    store: LoggedStore,
+    task: TaskDirectory,
+    _state: StateDirectory,
+}
+
+impl Machine {
+    fn open(root: &Path, kafka: &KafkaConfig, listener: &mut Counting) -> Machine {
+        let state = StateDirectory::open(root, &kafka.application_id).expect("state dir");
+        let task = state.task(TaskId::new(0, 0)).expect("task dir");
+        let redb = statestore::factory("redb").expect("the redb backend is compiled in");
+        let inner = task
+            .open_store(redb, &kafka.store_name, &serde_json::Value::Null)
+            .expect("redb store");
+        let log = KafkaLog::open(kafka.clone(), 0).expect("kafka log");
+        assert_eq!(
+            log.topic(),
+            state.changelog_topic(&kafka.store_name).expect("topic")
+        );
+        let config = LoggedStoreConfig {
+            restore_batch_records: 500,
+            ..LoggedStoreConfig::default()
+        };
+        let checkpoint = Arc::clone(task.checkpoint());
+        let store =
+            LoggedStore::open_with_listener(inner, Arc::new(log), checkpoint, config, listener)
+                .expect("logged store");
+        Machine {
+            store,
+            task,
+            _state: state,
+        }
+    }
+
+    fn checkpoint(&self) -> Option<u64> {
+        let log = self.store.changelog();
+        self.task.checkpoint().get(log.topic(), log.partition())
+    }
+}
+
+/// `count` random puts and deletes over 400 keys, applied to `store` and `model`, committing
+/// every `commit_every` updates (and not at the end).
+fn write_updates(store: &LoggedStore, model: &mut Model, rng: &mut StdRng, count: usize) {
+    for i in 0..count {
+        let key = format!("key{:04}", rng.random_range(0..400u32)).into_bytes();
+        if rng.random_bool(0.2) {
+            store.delete(&key).expect("delete");
+            model.remove(&key);
+        } else {
+            let value = format!("value-{i}-{}", rng.random::<u32>()).into_bytes();
+            store.put(&key, &value).expect("put");
+            model.insert(key, value);
+        }
+    }
+}
+
+fn write_and_commit(store: &LoggedStore, model: &mut Model, rng: &mut StdRng, commits: usize) {
+    for _ in 0..commits {
+        write_updates(store, model, rng, 250);
+        store.commit().expect("commit");
+    }
+}
+
+fn scan(store: &dyn KeyValueStore) -> Model {
+    store
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .expect("range")
+        .collect::<Result<_, _>>()
+        .expect("scan")
+}
+
+#[test]
+fn a_store_restored_on_another_machine_equals_the_original() {
+    let Some(bootstrap) = kafka_support::bootstrap("a_store_restored_on_another_machine") else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "counts");
+    let (here, there) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut rng = StdRng::seed_from_u64(1);
+    let mut model = Model::new();
+
+    let original = Machine::open(here.path(), &kafka, &mut Counting::default());
+    write_and_commit(&original.store, &mut model, &mut rng, 12);
+    assert_eq!(scan(original.store.inner().as_ref()), model);
+    let end = original.store.changelog().end_offset().unwrap();
+
+    let mut restore = Counting::default();
+    let copy = Machine::open(there.path(), &kafka, &mut restore);
+    assert!(
+        copy.store.restored().wiped,
+        "a fresh state directory has no checkpoint"
+    );
+    assert_eq!(restore.start, Some((0, end)));
+    assert_eq!((restore.records, restore.total), (end, Some(end)));
+    assert_eq!(scan(copy.store.inner().as_ref()), model);
+    assert_eq!(scan(&copy.store), scan(&original.store));
+    assert_eq!(copy.checkpoint(), Some(end - 1));
+    kafka_support::announce(&format!(
+        "statestore-kafka: restored {} records in {} batches into a fresh state directory; \
+         the copy equals the original ({} keys)",
+        restore.records,
+        restore.batches,
+        model.len()
+    ));
+}
+
+#[test]
+fn a_restore_from_a_checkpoint_reads_only_the_tail() {
+    let Some(bootstrap) = kafka_support::bootstrap("a_restore_from_a_checkpoint_reads_the_tail")
+    else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "tail");
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut rng = StdRng::seed_from_u64(2);
+    let mut model = Model::new();
+
+    let first = Machine::open(a.path(), &kafka, &mut Counting::default());
+    write_and_commit(&first.store, &mut model, &mut rng, 8);
+    let held = first.checkpoint().expect("a commit writes the checkpoint");
+    drop(first);
+
+    // The task moves to machine B, which restores everything and writes on.
+    let second = Machine::open(b.path(), &kafka, &mut Counting::default());
+    write_and_commit(&second.store, &mut model, &mut rng, 2);
+    let end = second.store.changelog().end_offset().unwrap();
+    drop(second);
+
+    // Back on machine A, only what B appended is replayed.
+    let mut restore = Counting::default();
+    let back = Machine::open(a.path(), &kafka, &mut restore);
+    assert!(!back.store.restored().wiped);
+    assert_eq!(restore.start, Some((held + 1, end)));
+    assert_eq!(restore.records, end - (held + 1));
+    assert!(restore.records < end / 2, "{restore:?} of {end}");
+    assert_eq!(scan(&back.store), model);
+    kafka_support::announce(&format!(
+        "statestore-kafka: restore from checkpoint {held} replayed {} of {end} records",
+        restore.records
+    ));
+}
+
+#[test]
+fn commit_fails_while_the_broker_is_down_and_the_run_resumes_without_loss() {
+    if kafka_support::bootstrap("commit_fails_while_the_broker_is_down").is_none() {
+        return;
+    }
+    let mut broker = kafka_support::Tansu::start();
+    let kafka = KafkaConfig {
+        produce_timeout_ms: 3_000,
+        admin_timeout_ms: 5_000,
+        ..kafka_support::config(&broker.bootstrap(), "outage")
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut model = Model::new();
+    let machine = Machine::open(a.path(), &kafka, &mut Counting::default());
+    write_and_commit(&machine.store, &mut model, &mut rng, 2);
+
+    broker.kill();
+    write_updates(&machine.store, &mut model, &mut rng, 200);
+    let started = Instant::now();
+    let err = machine.store.commit().unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(
+        took < Duration::from_millis(4_500),
+        "commit took {took:?} with a 3 s timeout"
+    );
+    assert_eq!(
+        scan(&machine.store),
+        model,
+        "a failed commit keeps the writes readable"
+    );
+    kafka_support::announce(&format!(
+        "statestore-kafka: with the broker down, commit failed after {took:?}: {err}"
+    ));
+
+    broker.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(err) = machine.store.commit() {
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(
+            Instant::now() < deadline,
+            "no commit within 30 s of the restart: {err}"
+        );
+    }
+    write_and_commit(&machine.store, &mut model, &mut rng, 1);
+    assert_eq!(scan(machine.store.inner().as_ref()), model);
+
+    let copy = Machine::open(b.path(), &kafka, &mut Counting::default());
+    assert_eq!(
+        scan(copy.store.inner().as_ref()),
+        model,
+        "broker log:\n{}",
+        broker.log()
+    );
+}

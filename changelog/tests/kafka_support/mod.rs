@@ -1,0 +1,215 @@
+//! Shared by the Kafka integration tests: finding the broker, unique topic names, and a private
+//! tansu broker that a test can stop and restart.
+//!
+//! The tests run against the broker named by `STATESTORE_KAFKA_BOOTSTRAP` (start one with
+//! `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)`). Without it they fail, unless
+//! `STATESTORE_SKIP_KAFKA=1` says the developer has no broker; either way they print a line
+//! that `cargo test` shows even while it captures output.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of this module"
+)]
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use statestore_changelog::KafkaConfig;
+
+/// The broker's `host:port`.
+pub const BOOTSTRAP_ENV: &str = "STATESTORE_KAFKA_BOOTSTRAP";
+/// Set to `1` to skip the Kafka tests on a machine without the broker.
+pub const SKIP_ENV: &str = "STATESTORE_SKIP_KAFKA";
+/// The tansu binary for tests that run their own broker (default: `tansu` on `PATH`, then
+/// `~/.cargo/bin/tansu`).
+pub const TANSU_ENV: &str = "STATESTORE_TANSU_BIN";
+
+/// Writes `line` to the real stdout, past the test harness's capture.
+pub fn announce(line: &str) {
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(format!("{line}\n").as_bytes());
+    let _ = stdout.flush();
+}
+
+/// True when the developer asked to skip the Kafka tests.
+pub fn skipped() -> bool {
+    std::env::var(SKIP_ENV).is_ok_and(|v| v == "1")
+}
+
+/// The bootstrap address of the test broker, announced as used by `test`, or `None` (after
+/// printing a SKIP line) when `STATESTORE_SKIP_KAFKA=1`.
+///
+/// # Panics
+/// When neither variable is set: the Kafka tests must not pass without running.
+pub fn bootstrap(test: &str) -> Option<String> {
+    find_broker(Some(test))
+}
+
+/// [`bootstrap`] without the announcement, for the second and later tests of a suite.
+pub fn bootstrap_quiet() -> Option<String> {
+    find_broker(None)
+}
+
+fn find_broker(test: Option<&str>) -> Option<String> {
+    match std::env::var(BOOTSTRAP_ENV) {
+        Ok(addr) if !addr.trim().is_empty() => {
+            if let Some(test) = test {
+                announce(&format!(
+                    "statestore-kafka: {test} runs against the broker at {addr}"
+                ));
+            }
+            Some(addr)
+        }
+        _ if skipped() => {
+            if let Some(test) = test {
+                announce(&format!("statestore-kafka: SKIP {test}: {SKIP_ENV}=1"));
+            }
+            None
+        }
+        _ => panic!(
+            "{BOOTSTRAP_ENV} is not set, so the Kafka tests have no broker. Start one with \
+             `export {BOOTSTRAP_ENV}=$(scripts/broker.sh start)` (stop it with \
+             `scripts/broker.sh stop`), or set {SKIP_ENV}=1 to skip the Kafka tests."
+        ),
+    }
+}
+
+/// A name no other test run has used: `<prefix>-<pid>-<time>-<counter>`.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{nanos}-{n}", std::process::id())
+}
+
+/// A config for `store_name` of a fresh application on `bootstrap`, with short timeouts.
+pub fn config(bootstrap: &str, store_name: &str) -> KafkaConfig {
+    KafkaConfig {
+        bootstrap_servers: bootstrap.to_owned(),
+        application_id: unique("test"),
+        store_name: store_name.to_owned(),
+        produce_timeout_ms: 10_000,
+        admin_timeout_ms: 10_000,
+        ..KafkaConfig::default()
+    }
+}
+
+/// A tansu broker owned by one test, in its own directory with its own SQLite file and port,
+/// so the test can kill it and start it again on the same data.
+pub struct Tansu {
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Tansu {
+    /// Starts a broker on a free loopback port and waits until it accepts connections.
+    pub fn start() -> Tansu {
+        let dir = tempfile::tempdir().expect("temp dir for tansu");
+        let port = free_port();
+        let mut tansu = Tansu {
+            dir,
+            port,
+            child: None,
+        };
+        tansu.restart();
+        tansu
+    }
+
+    /// The bootstrap address.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the broker (SIGKILL: nothing is flushed on the way out) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the broker again on the same port and database.
+    pub fn restart(&mut self) {
+        self.kill();
+        let addr = format!("tcp://{}", self.bootstrap());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("broker.log"))
+            .expect("log file");
+        let child = Command::new(tansu_bin())
+            .current_dir(self.dir.path())
+            .args([
+                "broker",
+                "--listener-url",
+                &addr,
+                "--advertised-listener-url",
+                &addr,
+            ])
+            .args(["--storage-engine", "sqlite://tansu.db"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("starting tansu");
+        self.child = Some(child);
+        self.wait_listening(Duration::from_secs(30));
+    }
+
+    /// What the broker printed, across restarts.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("broker.log")).unwrap_or_default()
+    }
+
+    fn wait_listening(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            let log = std::fs::read_to_string(self.dir.path().join("broker.log"));
+            assert!(exited.is_none(), "tansu exited ({exited:?}): {log:?}");
+            assert!(
+                Instant::now() < deadline,
+                "tansu did not listen within {timeout:?}: {log:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn tansu_bin() -> PathBuf {
+    if let Ok(bin) = std::env::var(TANSU_ENV) {
+        return PathBuf::from(bin);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("tansu"))
+            .find(|candidate| candidate.is_file())
+    });
+    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin/tansu"));
+    on_path.or(home.filter(|h| h.is_file())).unwrap_or_else(|| {
+        panic!(
+            "no tansu binary: run scripts/broker.sh start (it installs tansu) or set {TANSU_ENV}"
+        )
+    })
+}
