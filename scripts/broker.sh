@@ -37,7 +37,14 @@ load_state() {
   [[ -f "$STATE" ]] || return 1
   # shellcheck disable=SC1090
   source "$STATE"
-  [[ -n "${BROKER_PID:-}" ]] && kill -0 "$BROKER_PID" 2>/dev/null
+  [[ -n "${BROKER_PID:-}" ]] && alive "$BROKER_PID"
+}
+
+# True when process $1 runs (a killed broker may linger as a zombie until its parent reaps it).
+alive() {
+  local stat
+  stat=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ "$stat" != Z* ]]
 }
 
 tansu_bin() {
@@ -63,6 +70,9 @@ start() {
     echo "$BROKER_ADDR"
     return 0
   fi
+  # A state file whose broker died (a reboot, a kill): drop its directory and start afresh.
+  [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
+  rm -f "$STATE"
   port_open "$PORT" && die "port $PORT is already in use; set STATESTORE_KAFKA_PORT to a free port"
   install_tansu
   local bin dir addr pid
@@ -82,7 +92,7 @@ start() {
   printf 'BROKER_PID=%s\nBROKER_DIR=%q\nBROKER_ADDR=%s\n' "$pid" "$dir" "$addr" >"$STATE"
   local waited=0
   until port_open "$PORT"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       tail -n 20 "$dir/broker.log" >&2 || true
       rm -f "$STATE"
       die "tansu exited before listening on $addr (log above, dir $dir)"
@@ -102,10 +112,10 @@ stop() {
   if [[ -f "$STATE" ]]; then
     # shellcheck disable=SC1090
     source "$STATE"
-    if [[ -n "${BROKER_PID:-}" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
+    if [[ -n "${BROKER_PID:-}" ]] && alive "$BROKER_PID"; then
       kill "$BROKER_PID" 2>/dev/null || true
       for _ in $(seq 50); do
-        kill -0 "$BROKER_PID" 2>/dev/null || break
+        alive "$BROKER_PID" || break
         sleep 0.1
       done
       kill -9 "$BROKER_PID" 2>/dev/null || true
