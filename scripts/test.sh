@@ -9,10 +9,8 @@ source scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-scripts/broker.sh start
-trap 'scripts/broker.sh stop' EXIT
-# shellcheck disable=SC1091
-source "${TMPDIR:-/tmp}/statestore-broker.env"
+STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)
 export STATESTORE_KAFKA_BOOTSTRAP
+trap 'scripts/broker.sh stop' EXIT
 
 cargo test --workspace --no-fail-fast
