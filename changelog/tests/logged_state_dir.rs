@@ -12,8 +12,19 @@ use store_api::{Error, ErrorKind};
 /// Set in the child process of `a_second_process_gets_locked`: the directory to hold.
 const CHILD_DIR_ENV: &str = "STATESTORE_TEST_LOCK_CHILD_DIR";
 
+/// Held while a child process is forked, and by tests that release a lock and take it again:
+/// between fork and exec the child holds a copy of every open descriptor, lock files included,
+/// so a lock released in that window would still look held.
+static FORK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn no_fork() -> std::sync::MutexGuard<'static, ()> {
+    FORK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn a_second_open_in_this_process_is_locked() {
+    let _no_fork = no_fork();
     let dir = tempfile::tempdir().expect("tempdir");
     let first = StateDirectory::open(dir.path(), "app").expect("open");
     let err = StateDirectory::open(dir.path(), "app").expect_err("second open");
@@ -50,6 +61,7 @@ fn child_holds_state_dir_lock() {
 #[test]
 fn a_second_process_gets_locked_until_the_holder_dies() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let forking = no_fork();
     let mut child = Command::new(std::env::current_exe().expect("exe"))
         .args([
             "--exact",
@@ -63,6 +75,7 @@ fn a_second_process_gets_locked_until_the_holder_dies() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn");
+    drop(forking);
     // libtest prints the test name on the same line, so the marker ends a line.
     let stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -150,6 +163,7 @@ fn names_are_validated() {
 
 #[test]
 fn a_task_is_held_by_one_handle_at_a_time() {
+    let _no_fork = no_fork();
     let dir = tempfile::tempdir().expect("tempdir");
     let state = StateDirectory::open(dir.path(), "app").expect("open");
     let task = state.task(TaskId::new(1, 2)).expect("task");
@@ -168,6 +182,7 @@ fn age(path: &Path, by: Duration) {
 
 #[test]
 fn cleanup_removes_only_unassigned_old_closed_tasks() {
+    let _no_fork = no_fork();
     let dir = tempfile::tempdir().expect("tempdir");
     let state = StateDirectory::open(dir.path(), "app").expect("open");
     let ids: Vec<TaskId> = (0..4).map(|p| TaskId::new(0, p)).collect();
