@@ -1,19 +1,23 @@
-//! A measurement, not run by default: how fast a 1M-record embedded log restores into each
-//! backend, next to a raw sequential read of the same log.
+//! Measurements, not run by default: how fast a 1M-record embedded log restores into each
+//! backend (next to a raw sequential read of the same log), and single-put throughput through
+//! a `LoggedStore` on the embedded log against the bare store.
 //!
 //! ```text
 //! cargo test --release -p statestore-changelog --no-default-features \
-//!     --test logged_restore_rate -- --ignored --nocapture
+//!     --test logged_rates -- --ignored --nocapture --test-threads=1
 //! ```
-//! `STATESTORE_RESTORE_RECORDS` changes the record count. Keys are 24 bytes and values 150,
-//! as in the benches; every key is distinct, so the store ends with one entry per record.
+//! `STATESTORE_RESTORE_RECORDS` and `STATESTORE_PUTS` change the counts. Keys are 24 bytes and
+//! values 150, as in the benches; every key is distinct.
 
 mod logged_common;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use logged_common::{TOPIC, memory_store};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use statestore_changelog::{
     Changelog, Checkpoint, FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig,
 };
@@ -88,6 +92,67 @@ fn restore_rate_into_each_backend() {
         println!(
             "restore into {backend}: {records} records in {secs:.2}s = {:.0} records/s",
             records as f64 / secs
+        );
+    }
+}
+
+fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map_or(default, |text| text.parse().expect("a number"))
+}
+
+fn open_backend(backend: &str, dir: &Path) -> Arc<dyn KeyValueStore> {
+    match backend {
+        "memory" => memory_store(),
+        name => Arc::from(statestore::open(name, dir, &serde_json::Value::Null).expect("open")),
+    }
+}
+
+/// Puts every key, then makes them durable (`flush`, which is a commit for a logged store),
+/// and returns puts per second, and the share of the time spent in the final flush.
+fn put_rate(store: &dyn KeyValueStore, keys: &[[u8; 24]]) -> (f64, f64) {
+    let value = [0x5a; 150];
+    let started = Instant::now();
+    for key in keys {
+        store.put(key, &value).expect("put");
+    }
+    let flushing = Instant::now();
+    store.flush().expect("flush");
+    let total = started.elapsed().as_secs_f64();
+    (
+        keys.len() as f64 / total,
+        flushing.elapsed().as_secs_f64() / total,
+    )
+}
+
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture, preferably with --release"]
+fn put_rate_logged_vs_unlogged() {
+    let puts = env_count("STATESTORE_PUTS", 200_000);
+    let mut rng = StdRng::seed_from_u64(7);
+    let keys: Vec<[u8; 24]> = (0..puts).map(|_| rng.random()).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    for backend in ["memory", "rocksdb", "sled", "redb"] {
+        let unlogged = open_backend(backend, &dir.path().join(format!("{backend}-plain")));
+        let (plain, plain_flush) = put_rate(unlogged.as_ref(), &keys);
+        let inner = open_backend(backend, &dir.path().join(format!("{backend}-logged")));
+        let log_dir = dir.path().join(format!("{backend}-log"));
+        let log =
+            Arc::new(FileLog::open(&log_dir, TOPIC, 0, FileLogConfig::default()).expect("log"));
+        let checkpoint = Arc::new(
+            Checkpoint::open(dir.path().join(format!("{backend}.checkpoint"))).expect("cp"),
+        );
+        let logged =
+            LoggedStore::open(inner, log, checkpoint, LoggedStoreConfig::default()).expect("open");
+        let (with_log, logged_flush) = put_rate(&logged, &keys);
+        assert_eq!(logged.changelog().end_offset().expect("end"), puts);
+        println!(
+            "put {backend}: {puts} puts, unlogged {plain:.0}/s ({:.0}% in the final flush), \
+             logged on the file log {with_log:.0}/s ({:.0}% in the final commit), ratio {:.2}",
+            plain_flush * 100.0,
+            logged_flush * 100.0,
+            with_log / plain
         );
     }
 }
