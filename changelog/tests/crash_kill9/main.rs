@@ -25,6 +25,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,16 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use workload::Model;
 use writer::{open_stack, stored_step};
+
+/// Held while spawning a writer and while releasing the parent's locks. Between fork and
+/// exec a child holds a copy of every descriptor of this process, so a lock file another
+/// backend's thread closes in that window stays locked until the exec; the writer it starts
+/// next would then find it `Locked`.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+fn spawning() -> MutexGuard<'static, ()> {
+    SPAWNING.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 const DIR_ENV: &str = "STATESTORE_CRASH_WRITER_DIR";
 const BACKEND_ENV: &str = "STATESTORE_CRASH_WRITER_BACKEND";
@@ -139,6 +150,7 @@ fn run_and_kill(
         .append(true)
         .open(root.join("writer.log"))
         .expect("log");
+    let spawning = spawning();
     let child = Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
@@ -155,6 +167,7 @@ fn run_and_kill(
         .stderr(log)
         .spawn()
         .expect("spawn the writer");
+    drop(spawning);
     let mut writer = Writer(child);
     if timing.random_bool(0.25) {
         // Anywhere from process start through open and restore into the first commits.
@@ -242,6 +255,8 @@ fn verify(
     if replay(stack.log.as_ref()) != stored {
         return Err("the store differs from a replay of its changelog".to_string());
     }
+    let _spawning = spawning();
+    drop(stack);
     Ok(())
 }
 
