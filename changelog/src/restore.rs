@@ -52,12 +52,12 @@ pub struct RestoreOutcome {
     /// The number of records replayed.
     pub records: u64,
     /// The offset of the last record the store now holds (what the checkpoint says), or `None`
-    /// for an empty log.
+    /// when it holds none (an empty log).
     pub checkpoint: Option<u64>,
 }
 
 /// Replays `log` into `store` from `checkpoint`'s entry for the log, in `WriteBatch`es of
-/// `batch_records` records, then flushes the store and checkpoints the log's end.
+/// `batch_records` records, then flushes the store and checkpoints the last record applied.
 ///
 /// # Errors
 /// Any error of the log, the store or the checkpoint file. A failed restore leaves the
@@ -91,9 +91,11 @@ pub fn restore(
         }
     };
     listener.on_start(topic, partition, from, end);
-    let records = replay(store, log, from, end, batch_records.max(1), listener)?;
+    let (records, applied) = replay(store, log, from, end, batch_records.max(1), listener)?;
     store.flush()?;
-    let last = end.checked_sub(1);
+    // The last record applied, not `end - 1`: a log that answered short never gets a
+    // checkpoint vouching for records the store did not receive.
+    let last = applied.or(resume);
     if let Some(last) = last {
         checkpoint.set(topic, partition, last)?;
     }
@@ -107,7 +109,8 @@ pub fn restore(
 }
 
 /// Applies the records of `log` in `[from, end)` to `store`, batch by batch, and returns how
-/// many were applied. Records appended after `end` was read are left for the next commit.
+/// many were applied and the offset of the last one. Records appended after `end` was read
+/// are left for the next commit.
 fn replay(
     store: &dyn KeyValueStore,
     log: &dyn Changelog,
@@ -115,8 +118,9 @@ fn replay(
     end: u64,
     batch_records: usize,
     listener: &mut dyn RestoreListener,
-) -> Result<u64> {
+) -> Result<(u64, Option<u64>)> {
     let mut total = 0u64;
+    let mut applied = None;
     while from < end {
         let mut records = log.read(from, batch_records)?;
         let Some(last_read) = records.last().map(|record| record.offset) else {
@@ -128,12 +132,13 @@ fn replay(
         let Some(batch_end) = records.last().map(|record| record.offset) else {
             continue;
         };
-        let applied = records.len();
+        let count = records.len();
         store.write(records.into_iter().map(|record| record.op).collect())?;
-        total += applied as u64;
-        listener.on_batch(log.topic(), log.partition(), batch_end, applied);
+        total += count as u64;
+        applied = Some(batch_end);
+        listener.on_batch(log.topic(), log.partition(), batch_end, count);
     }
-    Ok(total)
+    Ok((total, applied))
 }
 
 /// Deletes every key of `store`, `batch_records` keys per batch.
