@@ -22,7 +22,7 @@ pub use report::{bytes, thousands};
 /// Records of the default (quick) run: small enough that every workload on every backend
 /// finishes within 5 minutes on a 2-core machine, large enough to leave the memtables and
 /// caches of the engines.
-pub const DEFAULT_RECORDS: u64 = 50_000;
+pub const DEFAULT_RECORDS: u64 = 100_000;
 /// Seconds each non-load workload runs per backend in the default run.
 pub const DEFAULT_DURATION_SECS: f64 = 2.0;
 /// The longest `--duration` accepted, so a typo does not start a run of days.
@@ -183,8 +183,7 @@ fn run_all(
             overall.inc(1);
         }
         report::set_ratios(&mut results);
-        let title = format!("{workload}: {}", workload.describe());
-        multi.suspend(|| print!("{}", report::table(&title, &results)));
+        multi.suspend(|| print!("{}", report::table(workload, &results)));
         grouped.push((workload, results));
     }
     overall.finish_and_clear();

@@ -31,14 +31,20 @@ pub fn set_ratios(results: &mut [Measurement]) {
     }
 }
 
-/// The table of one workload's measurements, fastest first.
-pub fn table(title: &str, results: &[Measurement]) -> String {
+/// The table of one workload's measurements, fastest first. Loads count records per second
+/// and the latency of a 1000-record batch.
+pub fn table(workload: Workload, results: &[Measurement]) -> String {
     let mut rows: Vec<&Measurement> = results.iter().collect();
     rows.sort_by(|a, b| b.ops_per_sec.total_cmp(&a.ops_per_sec));
-    let mut out = format!("\n== {title} ==\n");
+    let mut out = format!("\n== {workload}: {} ==\n", workload.describe());
+    let (rate, p50, p99) = if workload.is_load() {
+        ("records/s", "batch p50", "batch p99")
+    } else {
+        ("ops/s", "p50", "p99")
+    };
     out.push_str(&format!(
         "{:<10} {:>14} {:>10} {:>10} {:>11} {:>8}\n",
-        "backend", "ops/s", "p50", "p99", "on disk", "vs best"
+        "backend", rate, p50, p99, "on disk", "vs best"
     ));
     for m in rows {
         out.push_str(&format!(
@@ -93,8 +99,17 @@ pub fn recommend(workload: &str, results: &[Measurement]) -> Option<Recommendati
 }
 
 fn speed_reason(pick: &Measurement, ranked: &[&Measurement]) -> String {
+    let load = pick
+        .workload
+        .parse::<Workload>()
+        .is_ok_and(Workload::is_load);
+    let (unit, op) = if load {
+        ("records/s", "batch ")
+    } else {
+        ("ops/s", "")
+    };
     let rate = format!(
-        "{} ops/s, p99 {}",
+        "{} {unit}, {op}p99 {}",
         thousands(pick.ops_per_sec),
         latency(pick.p99_us)
     );
