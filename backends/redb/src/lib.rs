@@ -9,8 +9,22 @@
 //! first. [`Config::durability`] chooses whether each commit is fsynced or only
 //! [`flush`](KeyValueStore::flush) is.
 //!
+//! # How it meets the contract
+//! - **Iterators** open a read transaction and keep redb's `Range<'static, ..>`, which owns
+//!   the transaction's guard: they read the MVCC snapshot taken at creation (no later write is
+//!   seen), walk the B-tree page by page without copying the range first, and hold the
+//!   snapshot's pages until they end or are dropped. Reverse iteration is the same range run
+//!   from its back end.
+//! - **Locking**: redb locks its file; a second open, from this process or another, is
+//!   `Locked` naming the file. `close` releases the lock even while an iterator is alive; that
+//!   iterator's later reads fail with `Closed`.
+//! - **Empty keys and values** are ordinary redb byte slices. **Large values** go to redb's
+//!   overflow pages; redb's own ceiling (3 GiB) is above the API's limit.
+//! - **`approximate_len`** is exact and O(1): redb keeps each table's length in its header.
+//! - **Damaged files** are `Corruption`: a file that is not a redb database, and a file whose
+//!   pages fail redb's checks (redb may panic on those while opening; the panic is caught).
+//!
 //! ```
-//! use std::ops::Bound;
 //! use statestore_redb::{Config, RedbStore};
 //! use store_api::{KeyValueStore, WriteBatch};
 //!
@@ -38,7 +52,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use redb::{
     Database, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    TableDefinition,
+    TableDefinition, WriteTransaction,
 };
 use store_api::limits::{check_entry, check_key};
 use store_api::{
@@ -137,7 +151,7 @@ impl RedbStore {
         txn.open_table(TABLE).map_err(from_redb)
     }
 
-    fn begin_write(&self, db: &Database, durability: redb::Durability) -> Result<WriteTxn> {
+    fn begin_write(&self, db: &Database, durability: redb::Durability) -> Result<WriteTransaction> {
         let mut txn = db.begin_write().map_err(from_redb)?;
         txn.set_durability(durability).map_err(from_redb)?;
         txn.set_quick_repair(self.quick_repair);
@@ -176,8 +190,6 @@ impl RedbStore {
         iter::range(&table, from, to, reverse)
     }
 }
-
-type WriteTxn = redb::WriteTransaction;
 
 /// Opens the database file, turning a panic inside redb into `Corruption`: redb documents that
 /// opening a file damaged outside redb may panic unless `verify_on_open` is set.
