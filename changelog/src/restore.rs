@@ -3,7 +3,9 @@
 //! With a checkpoint the log still covers, only the records after it are replayed. Without
 //! one, or with one the log no longer covers (retention removed what follows it, or the log
 //! lost its tail), the store is wiped and the whole log is replayed: the log is the truth, and
-//! a store holding data the checkpoint does not vouch for cannot be trusted.
+//! a store holding data the checkpoint does not vouch for cannot be trusted. An empty store
+//! under a checkpoint that claims records also gets the whole log: its directory was deleted
+//! or replaced, and the checkpoint no longer describes it.
 //!
 //! Wiping deletes every key through `WriteBatch`es rather than deleting and recreating the
 //! store directory: it works for any [`KeyValueStore`], including one the caller opened with
@@ -45,7 +47,8 @@ impl RestoreListener for NoopRestoreListener {}
 /// What a restore did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RestoreOutcome {
-    /// The store was wiped before replaying (no usable checkpoint).
+    /// The whole log was replayed into a wiped store: no checkpoint vouched for its content
+    /// (none, one the log no longer covers, or one over an empty store).
     pub wiped: bool,
     /// The first offset replayed from.
     pub from: u64,
@@ -73,7 +76,15 @@ pub fn restore(
     let start = log.start_offset()?;
     let end = log.end_offset()?;
     let held = checkpoint.get(topic, partition);
-    let resume = held.filter(|&offset| offset.saturating_add(1) >= start && offset < end);
+    let covered = held.filter(|&offset| offset.saturating_add(1) >= start && offset < end);
+    // An empty store under a checkpoint that vouches for records was deleted or replaced
+    // (a store directory removed by hand, a checkpoint copied to a new machine). Replaying
+    // everything into it is always right, and costs nothing extra when the store really is
+    // empty because the log holds nothing before the checkpoint.
+    let resume = match covered {
+        Some(offset) if offset >= start && is_empty(store)? => None,
+        other => other,
+    };
     let from = match resume {
         Some(offset) => offset + 1,
         None => {
@@ -139,6 +150,11 @@ fn replay(
         listener.on_batch(log.topic(), log.partition(), batch_end, count);
     }
     Ok((total, applied))
+}
+
+fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
+    let mut all = store.range(Bound::Unbounded, Bound::Unbounded)?;
+    Ok(all.next().transpose()?.is_none())
 }
 
 /// Deletes every key of `store`, `batch_records` keys per batch.

@@ -229,3 +229,19 @@ fn stores_of_one_task_merge_their_checkpoint_entries() {
     assert_eq!(entries.len(), 2);
     assert!(!dir.path().join(".checkpoint.tmp").exists());
 }
+
+#[test]
+fn an_empty_store_under_a_checkpoint_gets_the_whole_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = MemoryLog::new(TOPIC, 0);
+    log.append(&(0..40).map(|i| put_op(i, 1)).collect::<Vec<_>>())
+        .expect("append");
+    let cp = checkpoint(dir.path());
+    // The checkpoint vouches for 30 records, but the store directory was deleted since.
+    cp.set(TOPIC, 0, 29).expect("set");
+    let (store, recorder) = open(&memory_store(), Arc::new(log.clone()), &cp, 16);
+    assert!(store.restored().wiped);
+    assert_eq!(recorder.starts, vec![(TOPIC.to_string(), 0, 0, 40)]);
+    assert_eq!(scan(&store), replay(&log));
+    assert_eq!(cp.get(TOPIC, 0), Some(39));
+}

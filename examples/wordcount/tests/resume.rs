@@ -112,6 +112,12 @@ fn kill_and_resume_sled() {
     kill_and_resume("sled");
 }
 
+/// Nothing of a memory store survives the process: every run rebuilds it from the log.
+#[test]
+fn kill_and_resume_memory() {
+    kill_and_resume("memory");
+}
+
 #[test]
 fn bad_arguments_fail_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
