@@ -2,8 +2,9 @@
 //! persistent backend, one commit per step, each acknowledged in a side file once `commit()`
 //! returned. Also the code both processes use to open the state.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,6 +74,23 @@ pub fn stored_step(store: &dyn KeyValueStore) -> u64 {
         })
 }
 
+/// Digits of a step number in the ack file.
+pub const ACK_WIDTH: usize = 20;
+
+/// Ends a line the previous writer was killed in the middle of, so the next ack starts a line.
+fn end_torn_ack(acks: &mut File) {
+    let len = acks.metadata().expect("ack file size").len();
+    if len == 0 {
+        return;
+    }
+    let mut last = [0u8; 1];
+    acks.read_exact_at(&mut last, len - 1)
+        .expect("read the ack file");
+    if last[0] != b'\n' {
+        acks.write_all(b"\n").expect("end a torn ack");
+    }
+}
+
 /// Writes steps after the stored one until killed, appending each step number to `acks`
 /// with an fsync after its commit returned.
 pub fn run(root: &Path, backend: &str, seed: u64) {
@@ -84,9 +102,11 @@ pub fn run(root: &Path, backend: &str, seed: u64) {
     let store = &stack.store;
     let mut acks = OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(root.join("acks"))
         .expect("open the ack file");
+    end_torn_ack(&mut acks);
     let started = Instant::now();
     let mut step = stored_step(store);
     while started.elapsed() < MAX_RUN {
@@ -99,7 +119,10 @@ pub fn run(root: &Path, backend: &str, seed: u64) {
         }
         store.put(STEP_KEY, &step.to_be_bytes()).expect("put step");
         store.commit().expect("commit");
-        writeln!(acks, "{step}").expect("write ack");
+        // One write of a fixed-width line: a kill leaves a whole ack, none, or a short line
+        // the parent ignores.
+        acks.write_all(format!("{step:0ACK_WIDTH$}\n").as_bytes())
+            .expect("write ack");
         acks.sync_data().expect("sync ack");
     }
 }
