@@ -14,6 +14,8 @@
 //! - `put_if_absent`, alone and raced by threads;
 //! - 8 and 16 MiB values, keys of `MAX_KEY_LEN`, 100k keys, `approximate_len`;
 //! - persistence across close and reopen, and `Locked` on a second open of a directory;
+//! - a real crash: a child process aborts after a flush, and the reopened store has every
+//!   flushed write and each later batch whole or not at all ([`crash`]);
 //! - readers and a writer on many threads, against the declared iterator consistency;
 //! - `Closed` after `close`, `InvalidArgument` for oversized keys, never a panic;
 //! - a proptest state machine of random operations (with reopens) against a `BTreeMap`.
@@ -22,8 +24,8 @@
 //!
 //! # Capabilities
 //! Cases check the [`Capabilities`](store_api::Capabilities) the store declares, and skip only
-//! what it declares absent. Without `persistent`, the nine persistence cases (reopen, `close`
-//! flushes, `Locked` on double open) print a line such as
+//! what it declares absent. Without `persistent`, the ten persistence cases (reopen, `close`
+//! flushes, `Locked` on double open, crash) print a line such as
 //! `statestore-conformance: SKIP reopen_keeps_flushed_writes: backend "memory" declares no
 //! persistent` straight to stdout, which `cargo test` shows even while it captures output,
 //! and pass; the model test then treats reopen as a no-op. `snapshot_iterators` is never
@@ -55,6 +57,7 @@
 //! ```
 
 pub mod changelog;
+pub mod crash;
 mod factory;
 mod fixture;
 pub mod store;
@@ -65,7 +68,9 @@ pub use store::{STORE_CASES, StoreCase};
 
 /// Expands to one `#[test]` per store case, each running
 /// `statestore_conformance::store::<case>(&$factory)` on a fresh store from the factory
-/// expression, which is evaluated once per test.
+/// expression, which is evaluated once per test; and to the ignored test
+/// `statestore_conformance_crash_child` ([`crash::CHILD_TEST`]), which the crash case runs in a
+/// child process to open a store with the same factory and abort.
 ///
 /// ```text
 /// statestore_conformance::store_suite!(statestore_conformance::backend(MyFactory, serde_json::Value::Null));
@@ -88,5 +93,11 @@ macro_rules! __store_suite_tests {
                 $crate::store::$case(&$factory);
             }
         )*)*
+
+        #[test]
+        #[ignore = "run in a child process by crash_keeps_flushed_writes_and_whole_batches"]
+        fn statestore_conformance_crash_child() {
+            $crate::crash::child(|dir, _scenario| $crate::StoreFactory::open(&$factory, dir));
+        }
     };
 }

@@ -133,6 +133,7 @@ macro_rules! __store_cases {
                 reopen_keeps_large_value
                 double_open_is_locked
                 close_releases_the_directory
+                crash_keeps_flushed_writes_and_whole_batches
             }
             concurrency {
                 writes_are_visible_across_threads

@@ -6,8 +6,10 @@ use std::ops::Bound::{Excluded, Included};
 use store_api::{ErrorKind, KvPair, WriteBatch};
 
 use super::support::{
-    all, assert_bytes_eq, assert_kind, get, pattern, persistent_or_skip, put_keys, reverse_scan,
+    all, assert_bytes_eq, assert_kind, get, keys, owned, pattern, persistent_or_skip, put_keys,
+    reverse_scan,
 };
+use crate::crash::{CHILD_TEST, Survivors, run_child};
 use crate::{StoreFactory, StoreFixture};
 
 /// Writes made and flushed before a reopen are all there after it, binary keys included.
@@ -125,14 +127,20 @@ pub fn reopen_many_times(factory: &dyn StoreFactory) {
     assert_eq!(existing, Some(vec![4; 3]));
 }
 
-/// An 8 MiB value survives a flush and reopen byte for byte.
+/// Large values survive a flush and reopen byte for byte, whether written by `put` (8 MiB) or
+/// by a batch (8 MiB and 7 bytes, not a multiple of any page size), and scans list them with
+/// the small key written after them.
 pub fn reopen_keeps_large_value(factory: &dyn StoreFactory) {
     let mut fx = StoreFixture::new(factory);
     if !persistent_or_skip(&fx, "reopen_keeps_large_value") {
         return;
     }
-    let value = pattern(8 << 20, 11);
+    let (value, batched) = (pattern(8 << 20, 11), pattern((8 << 20) + 7, 12));
     fx.store().put(b"large", &value).expect("put");
+    let mut batch = WriteBatch::new();
+    batch.put(b"large/batched".to_vec(), batched.clone());
+    fx.store().write(batch).expect("write");
+    fx.store().put(b"small", b"after").expect("put");
     fx.store().flush().expect("flush");
     fx.reopen();
     assert_bytes_eq(
@@ -140,6 +148,14 @@ pub fn reopen_keeps_large_value(factory: &dyn StoreFactory) {
         &value,
         "after reopen",
     );
+    let scanned = all(fx.store());
+    assert_eq!(
+        keys(&scanned),
+        owned(&[b"large", b"large/batched", b"small"])
+    );
+    assert_bytes_eq(&scanned[0].1, &value, "scan after reopen");
+    assert_bytes_eq(&scanned[1].1, &batched, "batched value after reopen");
+    assert_eq!(scanned[2].1, b"after");
 }
 
 /// A second `open` of a directory that is open fails with `Locked`, and the first store
@@ -184,4 +200,22 @@ pub fn close_releases_the_directory(factory: &dyn StoreFactory) {
     assert_eq!(get(second.as_ref(), b"k"), Some(b"k".to_vec()));
     assert_kind(fx.store().get(b"k"), ErrorKind::Closed, "the old handle");
     second.close().expect("close of the second handle");
+}
+
+/// A crash keeps every flushed write and loses unflushed batches whole or not at all. A child
+/// process (the ignored test [`CHILD_TEST`] that [`store_suite!`](crate::store_suite)
+/// generates, opening the store with the same factory) writes a batch, flushes, writes a
+/// second batch and a put, and aborts without closing; the directory then reopens with the
+/// whole first batch and all or none of the second. It runs only under `store_suite!`: run by
+/// hand, the child test is missing and the case fails. See [`crate::crash`].
+pub fn crash_keeps_flushed_writes_and_whole_batches(factory: &dyn StoreFactory) {
+    let mut fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "crash_keeps_flushed_writes_and_whole_batches") {
+        return;
+    }
+    // The child opens the directory itself, so this process lets go of it first.
+    fx.store().close().expect("close before the crash child");
+    run_child(CHILD_TEST, fx.dir(), "conformance");
+    fx.reopen();
+    Survivors::count(fx.store()).assert_flushed_kept_and_batches_whole("crash of the child");
 }
