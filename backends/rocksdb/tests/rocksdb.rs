@@ -4,11 +4,10 @@
 
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::path::Path;
-use std::sync::{Arc, Barrier};
 
 use serde_json::json;
 use statestore_rocksdb::{Compression, Config, RocksDbFactory, RocksDbStore};
-use store_api::{BackendFactory, ErrorKind, KeyValueStore, KvPair, WriteBatch};
+use store_api::{BackendFactory, ErrorKind, KeyValueStore};
 
 fn open(dir: &Path) -> RocksDbStore {
     RocksDbStore::open(dir, Config::default()).expect("open")
@@ -153,56 +152,6 @@ fn outstanding_iterator_keeps_the_lock_until_dropped() {
     assert_eq!(open(dir.path()).get(b"a").unwrap(), Some(b"1".to_vec()));
 }
 
-#[test]
-fn values_of_8_mib_and_more_round_trip() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let big: Vec<u8> = (0..(8 << 20) + 7).map(|i: u32| (i % 251) as u8).collect();
-    store.put(b"big", &big).unwrap();
-    let mut batch = WriteBatch::new();
-    batch.put(b"big2".to_vec(), big.clone());
-    store.write(batch).unwrap();
-    store.close().unwrap();
-    let store = open(dir.path());
-    assert_eq!(store.get(b"big").unwrap().as_deref(), Some(&big[..]));
-    let all: Vec<KvPair> = store
-        .range(Unbounded, Unbounded)
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(all.len(), 2);
-    assert!(all.iter().all(|(_, value)| *value == big));
-}
-
-#[test]
-fn empty_key_and_empty_value_are_ordinary() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    assert_eq!(store.get(b"").unwrap(), None);
-    store.put(b"", b"").unwrap();
-    store.put(b"\0", b"x").unwrap();
-    assert_eq!(store.get(b"").unwrap(), Some(Vec::new()));
-    assert_eq!(
-        collect(store.range(Unbounded, Unbounded).unwrap()),
-        keys(&[b"", b"\0"])
-    );
-    assert_eq!(
-        collect(store.range(Excluded(b""), Unbounded).unwrap()),
-        keys(&[b"\0"])
-    );
-    assert_eq!(
-        collect(store.range(Unbounded, Included(b"")).unwrap()),
-        keys(&[b""])
-    );
-    assert_eq!(
-        collect(store.range(Unbounded, Excluded(b"")).unwrap()),
-        keys(&[])
-    );
-    assert_eq!(store.put_if_absent(b"", b"new").unwrap(), Some(Vec::new()));
-    store.delete(b"").unwrap();
-    assert_eq!(store.get(b"").unwrap(), None);
-}
-
 /// Keys that differ only by trailing zero bytes, where `key ++ [0]` is the exact successor.
 fn successor_fixture(dir: &Path) -> RocksDbStore {
     let store = open(dir);
@@ -296,92 +245,6 @@ fn prefix_scans_use_native_bounds() {
 }
 
 #[test]
-fn iterators_read_a_snapshot_and_move_between_threads() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    store.put(b"a", b"old").unwrap();
-    store.put(b"c", b"old").unwrap();
-    let iter = store.range(Unbounded, Unbounded).unwrap();
-    store.put(b"b", b"new").unwrap();
-    store.put(b"a", b"new").unwrap();
-    store.delete(b"c").unwrap();
-    let seen = std::thread::spawn(move || iter.map(Result::unwrap).collect::<Vec<_>>());
-    let expected = vec![
-        (b"a".to_vec(), b"old".to_vec()),
-        (b"c".to_vec(), b"old".to_vec()),
-    ];
-    assert_eq!(seen.join().unwrap(), expected);
-}
-
-#[test]
-fn batch_applies_in_order_and_later_ops_win() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let mut batch = WriteBatch::new();
-    batch
-        .put(b"a", b"1")
-        .delete(b"a")
-        .put(b"a", b"2")
-        .put(b"b", b"1")
-        .delete(b"b");
-    store.write(batch).unwrap();
-    assert_eq!(store.get(b"a").unwrap(), Some(b"2".to_vec()));
-    assert_eq!(store.get(b"b").unwrap(), None);
-}
-
-#[test]
-fn oversized_entries_are_rejected_and_write_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let long_key = vec![7u8; store_api::limits::MAX_KEY_LEN + 1];
-    assert_eq!(
-        store.put(&long_key, b"v").unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
-    assert_eq!(
-        store.get(&long_key).unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
-    let mut batch = WriteBatch::new();
-    batch
-        .put(b"ok".to_vec(), b"v".to_vec())
-        .put(long_key, b"v".to_vec());
-    assert_eq!(
-        store.write(batch).unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
-    assert_eq!(store.get(b"ok").unwrap(), None);
-}
-
-#[test]
-fn put_if_absent_has_exactly_one_winner() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(open(dir.path()));
-    let threads = 8;
-    let barrier = Arc::new(Barrier::new(threads));
-    let handles: Vec<_> = (0..threads)
-        .map(|i| {
-            let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                barrier.wait();
-                let mine = vec![i as u8];
-                (mine.clone(), store.put_if_absent(b"k", &mine).unwrap())
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let winners: Vec<_> = results.iter().filter(|(_, prev)| prev.is_none()).collect();
-    assert_eq!(winners.len(), 1);
-    let stored = store.get(b"k").unwrap().unwrap();
-    assert_eq!(winners[0].0, stored);
-    assert!(
-        results
-            .iter()
-            .all(|(_, prev)| prev.as_ref().is_none_or(|v| *v == stored))
-    );
-}
-
-#[test]
 fn approximate_len_counts_keys() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
@@ -427,41 +290,5 @@ fn flush_persists_writes_with_and_without_wal() {
             Some(b"1".to_vec()),
             "wal = {wal}"
         );
-    }
-}
-
-#[test]
-fn reopen_after_close_keeps_data() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    store.put(b"k", b"v").unwrap();
-    store.flush().unwrap();
-    store.close().unwrap();
-    drop(store);
-    assert_eq!(open(dir.path()).get(b"k").unwrap(), Some(b"v".to_vec()));
-}
-
-#[test]
-fn closed_store_fails_every_call_with_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    store.close().unwrap();
-    store.close().unwrap();
-    let kinds = [
-        store.get(b"k").map(drop),
-        store.put(b"k", b"v"),
-        store.put_if_absent(b"k", b"v").map(drop),
-        store.delete(b"k"),
-        store.write(WriteBatch::new()),
-        store.range(Unbounded, Unbounded).map(drop),
-        store.range(Included(b"b"), Included(b"a")).map(drop),
-        store.reverse_range(Unbounded, Unbounded).map(drop),
-        store.prefix_scan(b"p").map(drop),
-        store.reverse_prefix_scan(b"p").map(drop),
-        store.approximate_len().map(drop),
-        store.flush(),
-    ];
-    for (i, result) in kinds.into_iter().enumerate() {
-        assert_eq!(result.unwrap_err().kind(), ErrorKind::Closed, "call {i}");
     }
 }

@@ -1,22 +1,19 @@
-//! Focused tests of the sled backend: options, locking and reopening, damaged files, large and
-//! empty entries, closing, batches and iteration. The contract as a whole is checked by the
-//! conformance suite in `conformance.rs`.
+//! sled-specific behaviour the conformance suite cannot know about: options, sled's own lock
+//! and how fast a refused open returns, reopening after a drop, sled's files damaged or full of
+//! garbage, and an iterator outliving `close`. The contract as a whole is checked by the
+//! conformance suite in `conformance.rs`, crashes in `crash.rs`.
 
-use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::ops::Bound::Unbounded;
 use std::path::Path;
-use std::sync::{Arc, Barrier, mpsc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::json;
 use statestore_sled::{Config, SledFactory, SledStore};
-use store_api::{BackendFactory, ErrorKind, KeyValueStore, KvPair, WriteBatch};
+use store_api::{BackendFactory, ErrorKind, KeyValueStore};
 
 fn open(dir: &Path) -> SledStore {
     SledStore::open(dir, Config::default()).expect("open")
-}
-
-fn collect(iter: store_api::KvIter) -> Vec<KvPair> {
-    iter.collect::<Result<_, _>>().expect("iterate")
 }
 
 /// Runs `f` on another thread and fails the test if it takes longer than ten seconds.
@@ -151,67 +148,6 @@ fn overwritten_pages_are_corruption_not_a_panic() {
 }
 
 #[test]
-fn large_value_survives_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let value: Vec<u8> = (0..9 * 1024 * 1024u32).map(|i| i as u8).collect();
-    let store = open(dir.path());
-    store.put(b"big", &value).unwrap();
-    store.put(b"after", b"small").unwrap();
-    store.flush().unwrap();
-    store.close().unwrap();
-    let store = open(dir.path());
-    assert_eq!(
-        store.get(b"big").unwrap().as_deref(),
-        Some(value.as_slice())
-    );
-    let all = collect(store.range(Unbounded, Unbounded).unwrap());
-    assert_eq!(all.len(), 2);
-    assert_eq!(all[1].1.len(), value.len());
-}
-
-#[test]
-fn empty_key_and_empty_value_are_ordinary() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    assert_eq!(store.get(b"").unwrap(), None);
-    store.put(b"", b"").unwrap();
-    store.put(b"a", b"").unwrap();
-    assert_eq!(store.get(b"").unwrap(), Some(Vec::new()));
-    assert_eq!(store.get(b"a").unwrap(), Some(Vec::new()));
-    let all = collect(store.range(Unbounded, Unbounded).unwrap());
-    assert_eq!(all, vec![(vec![], vec![]), (b"a".to_vec(), vec![])]);
-    let rev = collect(store.reverse_range(Unbounded, Included(b"a")).unwrap());
-    assert_eq!(rev, vec![(b"a".to_vec(), vec![]), (vec![], vec![])]);
-    assert_eq!(store.put_if_absent(b"", b"x").unwrap(), Some(Vec::new()));
-    store.delete(b"").unwrap();
-    assert_eq!(store.get(b"").unwrap(), None);
-    assert_eq!(store.approximate_len().unwrap(), 1);
-}
-
-#[test]
-fn closed_store_fails_every_call_with_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    store.put(b"a", b"1").unwrap();
-    store.close().unwrap();
-    let results = [
-        store.get(b"a").map(drop),
-        store.put(b"a", b"2"),
-        store.put_if_absent(b"b", b"2").map(drop),
-        store.delete(b"a"),
-        store.write(WriteBatch::new()),
-        store.range(Unbounded, Unbounded).map(drop),
-        store.reverse_prefix_scan(b"").map(drop),
-        store.approximate_len().map(drop),
-        store.flush(),
-    ];
-    for result in results {
-        assert_eq!(result.unwrap_err().kind(), ErrorKind::Closed);
-    }
-    store.close().expect("second close succeeds");
-}
-
-#[test]
 fn iterator_outliving_close_yields_closed_and_lets_go() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
@@ -240,75 +176,4 @@ fn iterator_outliving_close_yields_closed_and_lets_go() {
         }
     });
     assert_eq!(reopened.unwrap().approximate_len().unwrap(), 100);
-}
-
-#[test]
-fn batch_applies_in_order_and_rejects_oversized_entries_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let mut batch = WriteBatch::new();
-    batch.put(b"a", b"1").delete(b"a").put(b"a", b"2");
-    batch.put(b"b", b"1").delete(b"b");
-    store.write(batch).unwrap();
-    assert_eq!(store.get(b"a").unwrap(), Some(b"2".to_vec()));
-    assert_eq!(store.get(b"b").unwrap(), None);
-
-    let mut bad = WriteBatch::new();
-    bad.put(b"c", b"1")
-        .put(vec![0; store_api::limits::MAX_KEY_LEN + 1], b"x");
-    assert_eq!(
-        store.write(bad).unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
-    assert_eq!(store.get(b"c").unwrap(), None);
-    assert_eq!(store.approximate_len().unwrap(), 1);
-}
-
-#[test]
-fn ranges_respect_bounds_in_both_directions() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    for key in [&b"a"[..], b"b", b"bb", b"c", b"\xff"] {
-        store.put(key, key).unwrap();
-    }
-    let keys = |iter| {
-        collect(iter)
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        keys(store.reverse_range(Excluded(b"a"), Included(b"c")).unwrap()),
-        [b"c".to_vec(), b"bb".to_vec(), b"b".to_vec()]
-    );
-    assert_eq!(
-        keys(store.prefix_scan(b"b").unwrap()),
-        [b"b".to_vec(), b"bb".to_vec()]
-    );
-    assert_eq!(
-        keys(store.reverse_prefix_scan(b"\xff").unwrap()),
-        [b"\xff".to_vec()]
-    );
-    assert!(keys(store.range(Included(b"c"), Included(b"a")).unwrap()).is_empty());
-    assert!(keys(store.range(Excluded(b"b"), Excluded(b"b")).unwrap()).is_empty());
-}
-
-#[test]
-fn put_if_absent_has_exactly_one_winner() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(open(dir.path()));
-    let barrier = Arc::new(Barrier::new(8));
-    let handles: Vec<_> = (0..8u8)
-        .map(|i| {
-            let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                barrier.wait();
-                store.put_if_absent(b"k", &[i]).unwrap()
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    assert_eq!(results.iter().filter(|r| r.is_none()).count(), 1);
-    let winner = store.get(b"k").unwrap().unwrap();
-    assert!(results.iter().flatten().all(|existing| *existing == winner));
 }
