@@ -1,39 +1,41 @@
 //! Iterators that walk the live map in short locked stretches instead of copying the range.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use store_api::bounds::{OwnedBound, as_ref_bound, range_is_empty};
+use store_api::bounds::range_is_empty;
 use store_api::{Error, KvPair, Result};
 
-use crate::Shared;
+use crate::{Bytes, Map, Shared};
 
-/// The first refill copies this many entries; each later one doubles, up to the configured max.
+/// The first refill takes this many entries; each later one doubles, up to the configured max.
 const FIRST_BATCH: usize = 16;
 
 /// A cursor over a key range of the shared map.
 ///
-/// Each refill takes the read lock, copies the next few entries after the last key returned,
-/// and releases the lock. So the iterator sees every write completed before it was created,
-/// may see later ones, and yields each key at most once in strictly ascending (or descending)
-/// order, because it always resumes strictly after the last key it returned.
+/// Each refill takes the read lock, takes references to the next few entries after the last
+/// key it took, and releases the lock; the bytes of an entry are copied only when `next`
+/// yields it. So the iterator sees every write completed before it was created, may see later
+/// ones, and yields each key at most once in strictly ascending (or descending) order, because
+/// it always resumes strictly after the last key it took. Entries it holds stay as they were
+/// when taken, even if the map has since replaced or removed them.
 pub(crate) struct MemoryIter {
     shared: Arc<Shared>,
-    from: OwnedBound,
-    to: OwnedBound,
+    from: Bound<Bytes>,
+    to: Bound<Bytes>,
     reverse: bool,
     batch: usize,
     max_batch: usize,
-    buffer: VecDeque<KvPair>,
+    buffer: VecDeque<(Bytes, Bytes)>,
     exhausted: bool,
 }
 
 impl MemoryIter {
     pub(crate) fn new(
         shared: Arc<Shared>,
-        from: OwnedBound,
-        to: OwnedBound,
+        from: Bound<Bytes>,
+        to: Bound<Bytes>,
         reverse: bool,
     ) -> Self {
         let max_batch = shared.config.iterator_batch.max(1);
@@ -53,12 +55,12 @@ impl MemoryIter {
         if self.shared.is_closed() {
             return Err(Error::Closed);
         }
-        if range_is_empty(as_ref_bound(&self.from), as_ref_bound(&self.to)) {
+        if range_is_empty(borrow(&self.from), borrow(&self.to)) {
             self.exhausted = true;
             return Ok(());
         }
         let map = self.shared.map.read();
-        copy_batch(
+        take_batch(
             &map,
             (&self.from, &self.to),
             self.reverse,
@@ -70,7 +72,7 @@ impl MemoryIter {
             self.exhausted = true;
         }
         if let Some((last, _)) = self.buffer.back() {
-            let resume = Bound::Excluded(last.clone());
+            let resume = Bound::Excluded(Arc::clone(last));
             if self.reverse {
                 self.to = resume;
             } else {
@@ -82,19 +84,26 @@ impl MemoryIter {
     }
 }
 
-fn copy_batch(
-    map: &BTreeMap<Vec<u8>, Vec<u8>>,
-    (from, to): (&OwnedBound, &OwnedBound),
+fn borrow(bound: &Bound<Bytes>) -> Bound<&[u8]> {
+    bound.as_ref().map(|key| &**key)
+}
+
+/// Appends to `out` references to the first `count` entries of the range, in iteration order.
+fn take_batch(
+    map: &Map,
+    (from, to): (&Bound<Bytes>, &Bound<Bytes>),
     reverse: bool,
     count: usize,
-    out: &mut VecDeque<KvPair>,
+    out: &mut VecDeque<(Bytes, Bytes)>,
 ) {
-    let range = map.range::<[u8], _>((as_ref_bound(from), as_ref_bound(to)));
-    let copy = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
+    let range = map.range::<[u8], _>((borrow(from), borrow(to)));
+    // A map range does not know its length, so `extend` alone would grow the buffer in steps.
+    out.reserve(count);
+    let share = |(k, v): (&Bytes, &Bytes)| (Arc::clone(k), Arc::clone(v));
     if reverse {
-        out.extend(range.rev().take(count).map(copy));
+        out.extend(range.rev().take(count).map(share));
     } else {
-        out.extend(range.take(count).map(copy));
+        out.extend(range.take(count).map(share));
     }
 }
 
@@ -109,6 +118,8 @@ impl Iterator for MemoryIter {
             self.exhausted = true;
             return Some(Err(err));
         }
-        self.buffer.pop_front().map(Ok)
+        self.buffer
+            .pop_front()
+            .map(|(key, value)| Ok((key.to_vec(), value.to_vec())))
     }
 }

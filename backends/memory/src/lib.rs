@@ -4,8 +4,11 @@
 //! from the changelog on start. Nothing survives the process: it declares no `persistent`
 //! capability, and `flush` does nothing.
 //!
-//! Iterators do not copy the range up front: they walk the live map in short locked stretches
-//! (see [`Config::iterator_batch`]), so they are weakly consistent, not snapshots.
+//! Keys and values are stored as shared, immutable `Arc<[u8]>` slices. Iterators do not copy
+//! the range up front: they walk the live map in short locked stretches (see
+//! [`Config::iterator_batch`]), taking only references to the entries, so they are weakly
+//! consistent, not snapshots. A pair is copied into the owned `(Vec<u8>, Vec<u8>)` the API
+//! returns only when the iterator yields it, outside the lock.
 //!
 //! ```
 //! use std::ops::Bound;
@@ -34,7 +37,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
-use store_api::bounds::to_owned_bound;
 use store_api::limits::{check_entry, check_key};
 use store_api::{
     BackendFactory, BackendOptions, BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result,
@@ -47,7 +49,11 @@ use iter::MemoryIter;
 /// The registered name of this backend.
 pub const NAME: &str = "memory";
 
-type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+/// A stored key or value. Shared so that an iterator can hold entries past the lock by
+/// reference count, and copy only the ones it yields.
+type Bytes = Arc<[u8]>;
+
+type Map = BTreeMap<Bytes, Bytes>;
 
 #[derive(Debug)]
 struct Shared {
@@ -100,7 +106,7 @@ impl MemoryStore {
 
     fn iter(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
         self.check_open()?;
-        let (from, to) = (to_owned_bound(from), to_owned_bound(to));
+        let (from, to) = (from.map(Bytes::from), to.map(Bytes::from));
         Ok(Box::new(MemoryIter::new(
             Arc::clone(&self.shared),
             from,
@@ -110,15 +116,28 @@ impl MemoryStore {
     }
 }
 
-/// Sets `key` to `value`, reusing the existing entry's allocations when the key is present.
-fn upsert(map: &mut Map, key: &[u8], value: &[u8]) {
+/// Sets `key` to `value`; the key is copied only when it is new.
+fn upsert(map: &mut Map, key: &[u8], value: Bytes) {
     match map.get_mut(key) {
-        Some(slot) => {
-            slot.clear();
-            slot.extend_from_slice(value);
-        }
+        Some(slot) => *slot = value,
         None => {
-            map.insert(key.to_vec(), value.to_vec());
+            map.insert(Bytes::from(key), value);
+        }
+    }
+}
+
+/// A batch operation with its key and value already in the map's form, so that the copies
+/// are made before the write lock is taken.
+enum Op {
+    Put(Bytes, Bytes),
+    Delete(Vec<u8>),
+}
+
+impl From<BatchOp> for Op {
+    fn from(op: BatchOp) -> Self {
+        match op {
+            BatchOp::Put { key, value } => Op::Put(key.into(), value.into()),
+            BatchOp::Delete { key } => Op::Delete(key),
         }
     }
 }
@@ -135,12 +154,13 @@ impl KeyValueStore for MemoryStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         self.check_open()?;
-        Ok(self.shared.map.read().get(key).cloned())
+        Ok(self.shared.map.read().get(key).map(|value| value.to_vec()))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_entry(key, value)?;
         self.check_open()?;
+        let value = Bytes::from(value);
         upsert(&mut self.shared.map.write(), key, value);
         Ok(())
     }
@@ -150,9 +170,9 @@ impl KeyValueStore for MemoryStore {
         self.check_open()?;
         let mut map = self.shared.map.write();
         if let Some(existing) = map.get(key) {
-            return Ok(Some(existing.clone()));
+            return Ok(Some(existing.to_vec()));
         }
-        map.insert(key.to_vec(), value.to_vec());
+        map.insert(Bytes::from(key), Bytes::from(value));
         Ok(None)
     }
 
@@ -166,15 +186,16 @@ impl KeyValueStore for MemoryStore {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         batch.validate()?;
         self.check_open()?;
+        let ops: Vec<Op> = batch.into_ops().into_iter().map(Op::from).collect();
         // One write lock over the whole batch is what makes it atomic to readers.
         let mut map = self.shared.map.write();
-        for op in batch {
+        for op in ops {
             match op {
-                BatchOp::Put { key, value } => {
+                Op::Put(key, value) => {
                     map.insert(key, value);
                 }
-                BatchOp::Delete { key } => {
-                    map.remove(&key);
+                Op::Delete(key) => {
+                    map.remove(key.as_slice());
                 }
             }
         }
@@ -199,7 +220,8 @@ impl KeyValueStore for MemoryStore {
         self.check_open()
     }
 
-    /// Marks every handle closed and frees the data.
+    /// Marks every handle closed and frees the data, except entries an open iterator has
+    /// already taken: those are freed when it yields or drops them.
     fn close(&self) -> Result<()> {
         if !self.shared.closed.swap(true, Ordering::AcqRel) {
             self.shared.map.write().clear();
