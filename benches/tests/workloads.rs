@@ -1,7 +1,7 @@
 //! Every workload runs on every backend, through the store API and through each native
 //! adapter, at a tiny scale: the benches and `statestore compare` measure real operations.
 
-use statestore_benches::native::{BTreeTarget, RedbTarget, RocksDbTarget, SledTarget};
+use statestore_benches::native::{BTreeTarget, DiskTarget, RedbTarget, RocksDbTarget, SledTarget};
 use statestore_benches::{Driver, Fixture, Scale, Target, Workload, backends, prepare};
 
 const SCALE: Scale = Scale {

@@ -3,41 +3,67 @@
 use std::path::Path;
 
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
+use statestore::redb::{Config, FILE_NAME};
 use store_api::{Error, Result};
 
+use super::DiskTarget;
 use crate::data::Key;
 use crate::target::Target;
 
-const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
+/// The backend's one table (its name is private to the backend, so it is repeated here;
+/// `tests/native_layout.rs` checks that the backend reads what this adapter writes).
+const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("statestore");
 
-/// A redb database opened with `statestore_redb::Config::default()`'s settings: a 1 GiB cache,
-/// commits not fsynced (`Durability::None`), an fsynced empty commit as the flush.
+/// A redb database in the backend's layout (`FILE_NAME` in the store directory, one table named
+/// as the backend's), opened with the settings of `statestore_redb::Config::default()` (read
+/// from it, not copied; as of this writing a 1 GiB cache, no integrity check on open, commits
+/// not fsynced and without quick repair), with an fsynced empty commit as the flush.
 #[derive(Debug)]
 pub struct RedbTarget {
     db: Database,
+    /// Of every write; the flush commits with `Immediate`.
+    durability: Durability,
+    quick_repair: bool,
 }
 
 fn native(err: impl Into<redb::Error>) -> Error {
     Error::backend("redb", err.into())
 }
 
-impl RedbTarget {
-    /// Opens (creating) the database file `store.redb` in `dir`.
-    ///
-    /// # Errors
-    /// An I/O error creating `dir`, or redb's open error.
-    pub fn open(dir: &Path) -> Result<RedbTarget> {
+impl DiskTarget for RedbTarget {
+    const BACKEND: &'static str = "redb";
+
+    fn open(dir: &Path) -> Result<RedbTarget> {
         std::fs::create_dir_all(dir)
             .map_err(|err| Error::io("creating the redb directory", err))?;
+        let config = Config::default();
         let db = Database::builder()
-            .set_cache_size(1 << 30)
-            .create(dir.join("store.redb"))
+            .set_cache_size(config.cache_size_bytes)
+            .set_check_integrity_on_open(config.verify_on_open)
+            .create(dir.join(FILE_NAME))
             .map_err(native)?;
-        let target = RedbTarget { db };
-        target.commit(Durability::None, |_| Ok(()))?;
+        let target = RedbTarget {
+            db,
+            durability: config.durability.to_redb(),
+            quick_repair: config.quick_repair,
+        };
+        // As the backend does: the table exists before the first read transaction.
+        target.commit(target.durability, |_| Ok(()))?;
         Ok(target)
     }
 
+    /// The durable commit of [`Target::flush`]; redb runs no background work.
+    fn settle(&self) -> Result<()> {
+        self.flush()
+    }
+
+    fn close(self) -> Result<()> {
+        self.flush()?;
+        self.db.close().map_err(native)
+    }
+}
+
+impl RedbTarget {
     fn commit(
         &self,
         durability: Durability,
@@ -45,6 +71,7 @@ impl RedbTarget {
     ) -> Result<()> {
         let mut txn = self.db.begin_write().map_err(native)?;
         txn.set_durability(durability).map_err(native)?;
+        txn.set_quick_repair(self.quick_repair);
         {
             let mut table = txn.open_table(TABLE).map_err(native)?;
             body(&mut table).map_err(native)?;
@@ -62,11 +89,11 @@ impl Target for RedbTarget {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.commit(Durability::None, |table| table.insert(key, value).map(drop))
+        self.commit(self.durability, |table| table.insert(key, value).map(drop))
     }
 
     fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
-        self.commit(Durability::None, |table| {
+        self.commit(self.durability, |table| {
             for (key, value) in entries {
                 table.insert(key.as_slice(), *value)?;
             }

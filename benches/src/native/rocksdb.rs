@@ -3,19 +3,26 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, Options, ReadOptions, WriteOptions,
+    BlockBasedOptions, Cache, DB, DBCompressionType, Options, ReadOptions, WaitForCompactOptions,
+    WriteOptions,
 };
+use statestore::rocksdb::{Compression, Config};
 use store_api::{Error, Result};
 
+use super::DiskTarget;
 use crate::data::Key;
 use crate::target::Target;
 
-/// A RocksDB database opened with `statestore_rocksdb::Config::default()`'s settings: 50 MiB
-/// LRU block cache, LZ4, 16 MiB write buffers (3 of them), a 10-bit bloom filter, no open-file
-/// limit, the write-ahead log on and unsynced.
+/// A RocksDB database in the default column family, as the backend keeps it, opened with the
+/// options the backend builds from `statestore_rocksdb::Config::default()` (read from it, not
+/// copied): 50 MiB LRU block cache, LZ4, 16 MiB write buffers (3 of them), a 10-bit full bloom
+/// filter, no open-file limit, RocksDB's default background jobs, the write-ahead log on and
+/// unsynced, default read options (the defaults as of this writing).
 pub struct RocksDbTarget {
     db: DB,
     write_opts: WriteOptions,
+    /// Whether writes go to the log, which decides how a flush makes them durable.
+    wal: bool,
 }
 
 impl std::fmt::Debug for RocksDbTarget {
@@ -30,27 +37,67 @@ fn native(err: rocksdb::Error) -> Error {
     Error::backend("rocksdb", err)
 }
 
-impl RocksDbTarget {
-    /// Opens (creating) the database in `dir`.
-    ///
-    /// # Errors
-    /// RocksDB's open error.
-    pub fn open(dir: &Path) -> Result<RocksDbTarget> {
-        let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&Cache::new_lru_cache(50 << 20));
-        table.set_bloom_filter(10.0, false);
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.set_compression_type(DBCompressionType::Lz4);
-        opts.set_write_buffer_size(16 << 20);
-        opts.set_max_write_buffer_number(3);
-        opts.set_max_open_files(-1);
-        opts.set_block_based_table_factory(&table);
-        let db = DB::open(&opts, dir).map_err(native)?;
+/// The options the backend builds from `config` (its builder is private), field by field.
+fn db_options(config: &Config) -> Options {
+    let mut table = BlockBasedOptions::default();
+    if config.block_cache_size == 0 {
+        table.disable_cache();
+    } else {
+        table.set_block_cache(&Cache::new_lru_cache(config.block_cache_size));
+    }
+    if config.bloom_filter_bits_per_key > 0.0 {
+        table.set_bloom_filter(config.bloom_filter_bits_per_key, false);
+    }
+    let mut opts = Options::default();
+    opts.create_if_missing(config.create_if_missing);
+    opts.set_compression_type(match config.compression {
+        Compression::None => DBCompressionType::None,
+        Compression::Snappy => DBCompressionType::Snappy,
+        Compression::Lz4 => DBCompressionType::Lz4,
+        Compression::Zstd => DBCompressionType::Zstd,
+    });
+    opts.set_write_buffer_size(config.write_buffer_size);
+    opts.set_max_write_buffer_number(config.max_write_buffer_number);
+    opts.set_max_open_files(config.max_open_files);
+    if let Some(threads) = config.parallelism {
+        opts.increase_parallelism(threads);
+    }
+    opts.set_block_based_table_factory(&table);
+    opts
+}
+
+impl DiskTarget for RocksDbTarget {
+    const BACKEND: &'static str = "rocksdb";
+
+    fn open(dir: &Path) -> Result<RocksDbTarget> {
+        let config = Config::default();
+        let db = DB::open(&db_options(&config), dir).map_err(native)?;
+        let mut write_opts = WriteOptions::default();
+        write_opts.disable_wal(!config.wal);
+        write_opts.set_sync(config.wal && config.sync_writes);
         Ok(RocksDbTarget {
             db,
-            write_opts: WriteOptions::default(),
+            write_opts,
+            wal: config.wal,
         })
+    }
+
+    /// Flushes the memtables, compacts the whole key range into the last level and waits
+    /// until no flush or compaction is running or queued.
+    fn settle(&self) -> Result<()> {
+        self.db.flush().map_err(native)?;
+        self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        self.db
+            .wait_for_compact(&WaitForCompactOptions::default())
+            .map_err(native)
+    }
+
+    /// Syncs the log and drops the database, which waits for running background jobs and
+    /// releases the `LOCK` file before it returns.
+    fn close(self) -> Result<()> {
+        self.flush()?;
+        drop(self);
+        Ok(())
     }
 }
 
@@ -86,7 +133,12 @@ impl Target for RocksDbTarget {
         Ok(read)
     }
 
+    /// As the backend: sync the log, or flush the memtables when there is no log.
     fn flush(&self) -> Result<()> {
-        self.db.flush_wal(true).map_err(native)
+        if self.wal {
+            self.db.flush_wal(true).map_err(native)
+        } else {
+            self.db.flush().map_err(native)
+        }
     }
 }
