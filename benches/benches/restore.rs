@@ -3,11 +3,12 @@
 //! same log and against that backend's `load_random`. One group, `restore`, with ids
 //! `raw_scan`, `<backend>/replay` and `<backend>/load_random`; throughput in records.
 //!
-//! Measured: `replay` is `statestore_changelog::restore` into a fresh store with no checkpoint
-//! (batches of 10 000 records, then one flush and the checkpoint write); `raw_scan` reads the
-//! log from start to end in batches of 10 000 and drops the records; `load_random` is the
-//! workload (batches of 1000, no flush). Not measured: writing the log (once, before the
-//! group), opening the fresh stores.
+//! Measured: `replay` is `statestore_changelog::restore` into a fresh store with no checkpoint,
+//! in batches of `DEFAULT_RESTORE_BATCH_RECORDS` (1000, as `load_random`'s) or of
+//! `STATESTORE_RESTORE_BATCH_RECORDS`, then one flush and the checkpoint write; `raw_scan`
+//! reads the log from start to end in batches of the same size and drops the records;
+//! `load_random` is the workload (batches of 1000, no flush). Not measured: writing the log
+//! (once, before the group), opening the fresh stores.
 
 mod common;
 
@@ -22,7 +23,14 @@ use statestore_changelog::{
 use store_api::{BatchOp, Result};
 
 const TOPIC: &str = "bench-restore-changelog";
-const BATCH: usize = 10_000;
+/// Records per restore batch and per raw read: `STATESTORE_RESTORE_BATCH_RECORDS`, else the
+/// library's default.
+fn batch() -> usize {
+    std::env::var("STATESTORE_RESTORE_BATCH_RECORDS")
+        .ok()
+        .and_then(|records| records.parse().ok())
+        .unwrap_or(statestore_changelog::DEFAULT_RESTORE_BATCH_RECORDS)
+}
 
 /// Appends `load_random`'s records to `log`, by driving the workload against an adapter that
 /// appends instead of storing.
@@ -73,7 +81,7 @@ fn raw_scan(log: &FileLog) -> Duration {
         log.end_offset().expect("end"),
     );
     while from < end {
-        let records = log.read(from, BATCH).expect("read");
+        let records = log.read(from, batch()).expect("read");
         let Some(last) = records.last() else { break };
         from = last.offset + 1;
         std::hint::black_box(records);
@@ -89,7 +97,7 @@ fn replay(backend: &str, log: &FileLog) -> Duration {
         fixture.store(),
         log,
         &checkpoint,
-        BATCH,
+        batch(),
         &mut NoopRestoreListener,
     )
     .expect("restore");

@@ -25,7 +25,10 @@ pub use kafka::{KafkaConfig, KafkaLog};
 pub use logged::{LoggedStore, LoggedStoreConfig};
 pub use memory::MemoryLog;
 pub use record::{Changelog, ChangelogRecord};
-pub use restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, restore, wipe};
+pub use restore::{
+    DEFAULT_RESTORE_BATCH_RECORDS, NoopRestoreListener, RestoreListener, RestoreOutcome, restore,
+    wipe,
+};
 pub use state_dir::{
     LOCK_FILE, StateDirectory, TaskDirectory, TaskId, create_private_dir, validate_name,
 };

@@ -18,6 +18,13 @@ use store_api::{BatchOp, KeyValueStore, Result, WriteBatch};
 use crate::checkpoint::Checkpoint;
 use crate::record::Changelog;
 
+/// Records per restore `WriteBatch` unless configured otherwise: 1000, as many as Kafka
+/// Streams' restore consumer polls at a time (`max.poll.records`). Replaying 1M records of 174
+/// bytes in batches of 10 000 was no faster into memory, RocksDB or redb (within the run-to-run
+/// noise of this 2-core machine), and sled's resident memory peaked at 2.7 GiB, against
+/// 0.4 GiB in batches of 1000.
+pub const DEFAULT_RESTORE_BATCH_RECORDS: usize = 1000;
+
 /// Progress callbacks of a restore, as in Kafka Streams' `StateRestoreListener`. Every method
 /// has an empty default body.
 pub trait RestoreListener {

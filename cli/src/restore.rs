@@ -7,8 +7,8 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use statestore_changelog::{
-    Changelog, FileLog, FileLogConfig, KafkaConfig, KafkaLog, RestoreListener, StateDirectory,
-    TaskDirectory, TaskId, restore, validate_name,
+    Changelog, DEFAULT_RESTORE_BATCH_RECORDS, FileLog, FileLogConfig, KafkaConfig, KafkaLog,
+    RestoreListener, StateDirectory, TaskDirectory, TaskId, restore, validate_name,
 };
 use store_api::{BackendOptions, KeyValueStore};
 
@@ -55,7 +55,7 @@ pub struct RestoreArgs {
     #[arg(long, value_parser = parse_options)]
     options: Option<BackendOptions>,
     /// Records per restore batch.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = DEFAULT_RESTORE_BATCH_RECORDS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     batch: u64,
 }
 

@@ -26,7 +26,7 @@ pub struct LoggedStoreConfig {
     /// Default: 16 MiB.
     pub commit_bytes: usize,
     /// Records per `WriteBatch` when restoring, and keys per batch when wiping.
-    /// Default: 10 000.
+    /// Default: [`DEFAULT_RESTORE_BATCH_RECORDS`](crate::DEFAULT_RESTORE_BATCH_RECORDS).
     pub restore_batch_records: usize,
 }
 
@@ -34,7 +34,7 @@ impl Default for LoggedStoreConfig {
     fn default() -> Self {
         LoggedStoreConfig {
             commit_bytes: 16 << 20,
-            restore_batch_records: 10_000,
+            restore_batch_records: crate::DEFAULT_RESTORE_BATCH_RECORDS,
         }
     }
 }
