@@ -159,9 +159,11 @@ fn appends_time_out_while_the_broker_is_down_and_resume_after() {
     );
 
     broker.restart();
-    let after = retry_append(&log, &[put("c", "3"), delete("a")], Duration::from_secs(30));
+    let within = Duration::from_secs(30);
+    let after = retry(within, || log.append(&[put("c", "3"), delete("a")]));
     assert!(after.start >= before.end, "{before:?} then {after:?}");
-    let records = log.read(0, 100).unwrap();
+    // The reader has its own connections, which reconnect with their own backoff.
+    let records = retry(within, || log.read(0, 100));
     let ops: Vec<BatchOp> = records.into_iter().map(|r| r.op).collect();
     let acknowledged = [put("a", "1"), put("b", "2")];
     assert_eq!(ops[..2], acknowledged, "acknowledged records lost: {ops:?}");
@@ -172,12 +174,13 @@ fn appends_time_out_while_the_broker_is_down_and_resume_after() {
     );
 }
 
-/// Appends `ops` until the log accepts them (the client reconnects with a backoff).
-fn retry_append(log: &KafkaLog, ops: &[BatchOp], within: Duration) -> std::ops::Range<u64> {
+/// Retries `op` while it fails with `Timeout` (the client reconnects with a backoff), until it
+/// succeeds or `within` has passed.
+fn retry<T>(within: Duration, mut op: impl FnMut() -> store_api::Result<T>) -> T {
     let deadline = Instant::now() + within;
     loop {
-        match log.append(ops) {
-            Ok(range) => return range,
+        match op() {
+            Ok(done) => return done,
             Err(err) if Instant::now() < deadline => {
                 assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
             }
