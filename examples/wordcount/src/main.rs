@@ -12,6 +12,7 @@
 mod counts;
 mod text;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -80,9 +81,7 @@ fn run(args: &Args) -> store_api::Result<()> {
         all.len()
     );
     if args.print_counts {
-        for (word, count) in &all {
-            println!("{word}\t{count}");
-        }
+        print_counts(&all)?;
     } else {
         let mut top = all;
         top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -91,6 +90,22 @@ fn run(args: &Args) -> store_api::Result<()> {
         }
     }
     counts.close()
+}
+
+/// Prints `word<TAB>count` lines to stdout. A reader that stops early (`| head`) ends the
+/// output quietly rather than failing the run.
+fn print_counts(all: &[(String, u64)]) -> store_api::Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = all
+        .iter()
+        .try_for_each(|(word, count)| writeln!(out, "{word}\t{count}"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(store_api::Error::io("printing the counts", err))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Counts lines `start..args.lines`, committing every `args.commit_every` lines and printing
