@@ -23,57 +23,58 @@ pub struct InspectArgs {
 /// A state directory that does not exist or cannot be read.
 pub fn run(args: &InspectArgs) -> CliResult {
     let apps = state::scan(&args.state_dir)?;
-    println!(
+    outln!(
         "state directory {} ({} on disk)",
         args.state_dir.display(),
         bytes(dir_size(&args.state_dir))
-    );
+    )?;
     if apps.is_empty() {
-        println!("  no applications");
+        outln!("  no applications")?;
     }
     for app in &apps {
-        print_app(app);
+        print_app(app)?;
     }
     for (dir, partitions) in state::file_logs(&args.state_dir, &apps)? {
-        println!("file log {}", dir.display());
+        outln!("file log {}", dir.display())?;
         for partition in partitions {
-            println!("  {:<40} {:>10}", partition.name, bytes(partition.bytes));
+            outln!("  {:<40} {:>10}", partition.name, bytes(partition.bytes))?;
         }
     }
     Ok(())
 }
 
-fn print_app(app: &App) {
+fn print_app(app: &App) -> CliResult {
     let status = match &app.held_by {
         Some(holder) => format!("running, locked by {holder}"),
         None => "not running".to_string(),
     };
-    println!(
+    outln!(
         "application {} ({status}), {} tasks, {} on disk",
         app.id,
         app.tasks.len(),
         bytes(dir_size(&app.path))
-    );
+    )?;
     for task in &app.tasks {
-        println!(
+        outln!(
             "  task {} ({} on disk)",
             task.id,
             bytes(dir_size(&task.path))
-        );
+        )?;
         match &task.checkpoint {
-            Ok(entries) if entries.is_empty() => println!("    checkpoint: none"),
+            Ok(entries) if entries.is_empty() => outln!("    checkpoint: none")?,
             Ok(entries) => {
                 for (tp, offset) in entries {
-                    println!(
+                    outln!(
                         "    checkpoint: {} partition {} at offset {offset}",
-                        tp.topic, tp.partition
-                    );
+                        tp.topic,
+                        tp.partition
+                    )?;
                 }
             }
-            Err(err) => println!("    checkpoint: unreadable: {err}"),
+            Err(err) => outln!("    checkpoint: unreadable: {err}")?,
         }
         if task.stores.is_empty() {
-            println!("    no stores");
+            outln!("    no stores")?;
         }
         for store in &task.stores {
             let offset = task
@@ -81,12 +82,13 @@ fn print_app(app: &App) {
                 .map_or("no checkpoint".to_string(), |offset| {
                     format!("checkpointed at {offset}")
                 });
-            println!(
+            outln!(
                 "    store {:<16} backend {:<8} {:>10}  {offset}",
                 store.name,
                 store.backend,
                 bytes(store.bytes)
-            );
+            )?;
         }
     }
+    Ok(())
 }

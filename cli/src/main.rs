@@ -2,7 +2,17 @@
 //! and rebuild a store from its changelog.
 //!
 //! Every subcommand has `--help`. Bad arguments print a message and exit with status 2 (clap's
-//! convention); a failure while running prints `error: ...` and exits with status 1.
+//! convention); a failure while running prints `error: ...` and exits with status 1. A reader
+//! that stops reading (`statestore inspect DIR | head -1`) ends the output quietly.
+
+/// `println!` that hands back the write's error (a reader that went away) instead of
+/// panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
 
 mod compare;
 mod dump;
@@ -48,6 +58,7 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if is_broken_pipe(err.as_ref()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");
             let mut source = err.source();
@@ -58,4 +69,10 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// True when `err` is the error of writing to a pipe whose reader has gone.
+fn is_broken_pipe(err: &(dyn Error + 'static)) -> bool {
+    err.downcast_ref::<std::io::Error>()
+        .is_some_and(|err| err.kind() == std::io::ErrorKind::BrokenPipe)
 }

@@ -230,7 +230,7 @@ fn restore_task(
     let checkpoint = outcome
         .checkpoint
         .map_or("none (empty log)".to_string(), |offset| offset.to_string());
-    println!(
+    outln!(
         "task {id}: restored {} records into {}/{} from offset {} ({how}), checkpoint {checkpoint}, \
          in {secs:.2}s ({} records/s)",
         outcome.records,
@@ -238,7 +238,7 @@ fn restore_task(
         args.store,
         outcome.from,
         thousands(outcome.records as f64 / secs.max(1e-9)),
-    );
+    )?;
     Ok(())
 }
 

@@ -367,3 +367,40 @@ fn a_running_application_is_reported_and_left_alone() {
     drop(running);
     assert!(ok(&["inspect", d]).contains("(not running)"));
 }
+
+/// Runs `program` with `args` and its stdout a pipe whose reader is already gone, as in
+/// `statestore inspect DIR | head -0`; returns its exit status and stderr.
+fn into_closed_pipe(program: &Path, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let output = Command::new(program)
+        .args(args)
+        .stdout(writer)
+        .output()
+        .expect("run with a closed stdout");
+    (output.status, stderr(&output))
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_wordcount(dir.path(), 300);
+    let state_dir = dir.path().to_str().expect("utf-8 path");
+    let statestore = Path::new(env!("CARGO_BIN_EXE_statestore"));
+    let runs: [(&Path, Vec<&str>); 3] = [
+        (statestore, vec!["inspect", state_dir]),
+        (
+            statestore,
+            vec!["dump", state_dir, "counts", "--application", "wordcount"],
+        ),
+        (
+            &wordcount(),
+            vec!["--state-dir", state_dir, "--lines", "300", "--print-counts"],
+        ),
+    ];
+    for (program, args) in &runs {
+        let (status, err) = into_closed_pipe(program, args);
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(status.success(), "{args:?} failed: {err}");
+    }
+}

@@ -132,18 +132,19 @@ pub fn run(args: &CompareArgs) -> CliResult {
         data_dir: args.data_dir.as_deref(),
     };
     let started = Instant::now();
-    println!(
+    outln!(
         "statestore compare: {} workloads x {} backends, {} records ({} for YCSB), {}s per timed run",
         workloads.len(),
         backends.len(),
         plan.scale.records,
         plan.scale.ycsb_records,
         args.duration
-    );
+    )?;
+    // From here on a reader that went away does not stop the run: the files still get written.
     let (grouped, failures) = run_all(&plan, &workloads, &backends);
     let recommendations = recommend_all(&grouped);
     write_outputs(&args.out, &plan, &grouped, &recommendations)?;
-    println!("\nfinished in {:.0}s", started.elapsed().as_secs_f64());
+    let _ = outln!("\nfinished in {:.0}s", started.elapsed().as_secs_f64());
     if failures.is_empty() {
         Ok(())
     } else {
@@ -183,7 +184,10 @@ fn run_all(
             overall.inc(1);
         }
         report::set_ratios(&mut results);
-        multi.suspend(|| print!("{}", report::table(workload, &results)));
+        multi.suspend(|| {
+            let table = report::table(workload, &results);
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table.as_bytes());
+        });
         grouped.push((workload, results));
     }
     overall.finish_and_clear();
@@ -197,13 +201,13 @@ fn style(template: &str) -> ProgressStyle {
 }
 
 fn recommend_all(grouped: &Grouped) -> Vec<Recommendation> {
-    println!("\nRecommendations (from the numbers above):");
+    let _ = outln!("\nRecommendations (from the numbers above):");
     let recommendations: Vec<Recommendation> = grouped
         .iter()
         .filter_map(|(workload, results)| report::recommend(workload.name(), results))
         .collect();
     for rec in &recommendations {
-        println!("  {:<12} -> {}: {}", rec.workload, rec.backend, rec.reason);
+        let _ = outln!("  {:<12} -> {}: {}", rec.workload, rec.backend, rec.reason);
     }
     recommendations
 }
@@ -249,7 +253,7 @@ fn write_outputs(
     );
     chart::summary_chart(&out.join("summary.svg"), &named, &subtitle)
         .map_err(|err| format!("drawing summary.svg: {err}"))?;
-    println!(
+    let _ = outln!(
         "\nwrote {0}/results.json, {0}/results.csv, {0}/summary.svg and one SVG chart per workload",
         out.display()
     );
