@@ -74,14 +74,14 @@ fn write_log(dir: &Path, scale: Scale) -> FileLog {
     log
 }
 
-fn raw_scan(log: &FileLog) -> Duration {
+fn raw_scan(log: &FileLog, batch: usize) -> Duration {
     let start = Instant::now();
     let (mut from, end) = (
         log.start_offset().expect("start"),
         log.end_offset().expect("end"),
     );
     while from < end {
-        let records = log.read(from, batch()).expect("read");
+        let records = log.read(from, batch).expect("read");
         let Some(last) = records.last() else { break };
         from = last.offset + 1;
         std::hint::black_box(records);
@@ -89,7 +89,7 @@ fn raw_scan(log: &FileLog) -> Duration {
     start.elapsed()
 }
 
-fn replay(backend: &str, log: &FileLog) -> Duration {
+fn replay(backend: &str, log: &FileLog, batch: usize) -> Duration {
     let fixture = Fixture::open(backend).expect("open store");
     let checkpoint = Checkpoint::open(fixture.dir().join(".checkpoint")).expect("checkpoint");
     let start = Instant::now();
@@ -97,7 +97,7 @@ fn replay(backend: &str, log: &FileLog) -> Duration {
         fixture.store(),
         log,
         &checkpoint,
-        batch(),
+        batch,
         &mut NoopRestoreListener,
     )
     .expect("restore");
@@ -112,16 +112,17 @@ fn replay(backend: &str, log: &FileLog) -> Duration {
 
 fn restore_group(c: &mut Criterion) {
     let scale = common::scale();
+    let batch = batch();
     let dir = tempfile::tempdir().expect("tempdir");
     let log = write_log(dir.path(), scale);
     let mut group = c.benchmark_group("restore");
     group.throughput(Throughput::Elements(scale.records));
     group.bench_function("raw_scan", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| raw_scan(&log)).sum())
+        b.iter_custom(|iters| (0..iters).map(|_| raw_scan(&log, batch)).sum())
     });
     for backend in backends() {
         group.bench_function(BenchmarkId::new(backend, "replay"), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| replay(backend, &log)).sum());
+            b.iter_custom(|iters| (0..iters).map(|_| replay(backend, &log, batch)).sum());
         });
         group.bench_function(BenchmarkId::new(backend, "load_random"), |b| {
             b.iter_custom(|iters| {

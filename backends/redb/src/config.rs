@@ -73,3 +73,15 @@ impl Default for Config {
         }
     }
 }
+
+impl Config {
+    /// The database builder the store opens redb with, for opening the same file through the
+    /// `redb` crate (tools, benchmarks against the native API).
+    pub fn builder(&self) -> redb::Builder {
+        let mut builder = redb::Database::builder();
+        builder
+            .set_cache_size(self.cache_size_bytes)
+            .set_check_integrity_on_open(self.verify_on_open);
+        builder
+    }
+}

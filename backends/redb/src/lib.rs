@@ -118,11 +118,7 @@ impl RedbStore {
     pub fn open(dir: &Path, config: Config) -> Result<RedbStore> {
         create_store_dir(dir)?;
         let path = dir.join(FILE_NAME);
-        let mut builder = Database::builder();
-        builder
-            .set_cache_size(config.cache_size_bytes)
-            .set_check_integrity_on_open(config.verify_on_open);
-        let db = create_guarded(&builder, &path)?;
+        let db = create_guarded(&config.builder(), &path)?;
         let store = RedbStore {
             db: RwLock::new(Some(db)),
             path,

@@ -132,8 +132,9 @@ impl Config {
         Ok(())
     }
 
-    /// The database options for this configuration.
-    pub(crate) fn db_options(&self) -> Options {
+    /// The database options the store opens RocksDB with, for opening the same database
+    /// through the `rocksdb` crate (tools, benchmarks against the native API).
+    pub fn db_options(&self) -> Options {
         let mut opts = Options::default();
         opts.create_if_missing(self.create_if_missing);
         opts.set_compression_type(self.compression.native());
@@ -162,7 +163,7 @@ impl Config {
     }
 
     /// The options every write of the store uses.
-    pub(crate) fn write_options(&self) -> WriteOptions {
+    pub fn write_options(&self) -> WriteOptions {
         let mut opts = WriteOptions::default();
         opts.disable_wal(!self.wal);
         opts.set_sync(self.wal && self.sync_writes);

@@ -63,8 +63,9 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The sled configuration for a database kept in `dir`.
-    pub(crate) fn to_sled(&self, dir: &std::path::Path) -> sled::Config {
+    /// The sled configuration the store opens a database kept in `dir` with, for opening the
+    /// same database through the `sled` crate (tools, benchmarks against the native API).
+    pub fn to_sled(&self, dir: &std::path::Path) -> sled::Config {
         sled::Config::new()
             .path(dir)
             .cache_capacity(self.cache_capacity_bytes)

@@ -65,6 +65,7 @@ use store_api::{
 pub use config::{Config, Mode};
 use error::{BACKEND, from_open, from_sled};
 use iter::SledIter;
+pub use lock::wait_released;
 
 /// Opens sled stores: the `"sled"` entry of the backend registry.
 #[derive(Debug, Clone, Copy, Default)]

@@ -60,9 +60,11 @@ pub(crate) fn check_free(dir: &Path) -> Result<()> {
     }
 }
 
-/// Waits, up to [`RELEASE_TIMEOUT`], until nobody holds the lock of `dir`. Returns whether it
-/// was released; a probe error counts as released, because it is not a lock held by sled.
-pub(crate) fn wait_released(dir: &Path) -> bool {
+/// Waits, up to five seconds, until nobody holds the lock of the sled database in `dir`.
+/// Returns whether it was released; a probe error counts as released, because it is not a lock
+/// held by sled. Dropping a `sled::Db` does not wait for sled's threads to let go of the lock,
+/// so a program that reopens a directory it opened through the `sled` crate calls this first.
+pub fn wait_released(dir: &Path) -> bool {
     let deadline = Instant::now() + RELEASE_TIMEOUT;
     let mut pause = Duration::from_micros(200);
     loop {

@@ -1,8 +1,9 @@
 //! The engines driven through their own APIs, for the abstraction-overhead benches.
 //!
-//! Each disk adapter reads its backend's `Config::default()` and turns it into engine options
-//! the way the backend does (that mapping is repeated here, because the backends keep their
-//! option builders private), so both sides run the engine with the same settings. Every
+//! Each disk adapter opens its engine with the options its backend builds from
+//! `Config::default()` (RocksDB's `db_options` and `write_options`, sled's `to_sled`, redb's
+//! `builder`), so both sides run the engine with the same
+//! settings. Every
 //! adapter issues each [`Target`](crate::Target) operation the way a user of that engine alone
 //! would: the cheapest call, values read in place where the engine lends them. The gap between
 //! an adapter and [`ApiTarget`](crate::ApiTarget) on the same engine is therefore the cost of

@@ -37,9 +37,8 @@ impl DiskTarget for RedbTarget {
         std::fs::create_dir_all(dir)
             .map_err(|err| Error::io("creating the redb directory", err))?;
         let config = Config::default();
-        let db = Database::builder()
-            .set_cache_size(config.cache_size_bytes)
-            .set_check_integrity_on_open(config.verify_on_open)
+        let db = config
+            .builder()
             .create(dir.join(FILE_NAME))
             .map_err(native)?;
         let target = RedbTarget {

@@ -2,11 +2,8 @@
 
 use std::path::Path;
 
-use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, Options, ReadOptions, WaitForCompactOptions,
-    WriteOptions,
-};
-use statestore::rocksdb::{Compression, Config};
+use rocksdb::{DB, ReadOptions, WaitForCompactOptions, WriteOptions};
+use statestore::rocksdb::Config;
 use store_api::{Error, Result};
 
 use super::DiskTarget;
@@ -14,8 +11,8 @@ use crate::data::Key;
 use crate::target::Target;
 
 /// A RocksDB database in the default column family, as the backend keeps it, opened with the
-/// options the backend builds from `statestore_rocksdb::Config::default()` (read from it, not
-/// copied): 50 MiB LRU block cache, LZ4, 16 MiB write buffers (3 of them), a 10-bit full bloom
+/// options the backend builds from `statestore_rocksdb::Config::default()` (its own
+/// `db_options` and `write_options`): 50 MiB LRU block cache, LZ4, 16 MiB write buffers (3 of them), a 10-bit full bloom
 /// filter, no open-file limit, RocksDB's default background jobs, the write-ahead log on and
 /// unsynced, default read options (the defaults as of this writing).
 pub struct RocksDbTarget {
@@ -37,47 +34,15 @@ fn native(err: rocksdb::Error) -> Error {
     Error::backend("rocksdb", err)
 }
 
-/// The options the backend builds from `config` (its builder is private), field by field.
-fn db_options(config: &Config) -> Options {
-    let mut table = BlockBasedOptions::default();
-    if config.block_cache_size == 0 {
-        table.disable_cache();
-    } else {
-        table.set_block_cache(&Cache::new_lru_cache(config.block_cache_size));
-    }
-    if config.bloom_filter_bits_per_key > 0.0 {
-        table.set_bloom_filter(config.bloom_filter_bits_per_key, false);
-    }
-    let mut opts = Options::default();
-    opts.create_if_missing(config.create_if_missing);
-    opts.set_compression_type(match config.compression {
-        Compression::None => DBCompressionType::None,
-        Compression::Snappy => DBCompressionType::Snappy,
-        Compression::Lz4 => DBCompressionType::Lz4,
-        Compression::Zstd => DBCompressionType::Zstd,
-    });
-    opts.set_write_buffer_size(config.write_buffer_size);
-    opts.set_max_write_buffer_number(config.max_write_buffer_number);
-    opts.set_max_open_files(config.max_open_files);
-    if let Some(threads) = config.parallelism {
-        opts.increase_parallelism(threads);
-    }
-    opts.set_block_based_table_factory(&table);
-    opts
-}
-
 impl DiskTarget for RocksDbTarget {
     const BACKEND: &'static str = "rocksdb";
 
     fn open(dir: &Path) -> Result<RocksDbTarget> {
         let config = Config::default();
-        let db = DB::open(&db_options(&config), dir).map_err(native)?;
-        let mut write_opts = WriteOptions::default();
-        write_opts.disable_wal(!config.wal);
-        write_opts.set_sync(config.wal && config.sync_writes);
+        let db = DB::open(&config.db_options(), dir).map_err(native)?;
         Ok(RocksDbTarget {
             db,
-            write_opts,
+            write_opts: config.write_options(),
             wal: config.wal,
         })
     }
