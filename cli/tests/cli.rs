@@ -246,6 +246,22 @@ fn run_wordcount(state_dir: &Path, lines: u64) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// `statestore restore` of wordcount's `counts` store in `state_dir` into `backend`, with
+/// `extra` arguments; asserts success and returns stdout.
+fn restore_counts(state_dir: &str, backend: &str, extra: &[&str]) -> String {
+    let args = [
+        "restore",
+        state_dir,
+        "--application",
+        "wordcount",
+        "--store",
+        "counts",
+        "--backend",
+        backend,
+    ];
+    ok(&[&args[..], extra].concat())
+}
+
 /// `dump` output as `backend -> (key -> value)`.
 fn dump(state_dir: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut sections = BTreeMap::new();
@@ -300,45 +316,17 @@ fn inspect_dump_and_restore_a_wordcount_state_directory() {
     assert_eq!(rocksdb.len(), counts.len() + 1);
 
     // Into another backend: a full replay, whatever the task's checkpoint says.
-    let restored = ok(&[
-        "restore",
-        d,
-        "--application",
-        "wordcount",
-        "--store",
-        "counts",
-        "--backend",
-        "redb",
-    ]);
+    let restored = restore_counts(d, "redb", &[]);
     assert!(restored.contains("(full replay)"), "{restored}");
     assert_eq!(dump(d)["redb"], *rocksdb);
     // Again: nothing after the checkpoint.
-    let again = ok(&[
-        "restore",
-        d,
-        "--application",
-        "wordcount",
-        "--store",
-        "counts",
-        "--backend",
-        "redb",
-    ]);
+    let again = restore_counts(d, "redb", &[]);
     assert!(
         again.contains("restored 0 records") && again.contains("after the checkpoint"),
         "{again}"
     );
     // --fresh rebuilds the original store from nothing, to the same contents.
-    let args = [
-        "restore",
-        d,
-        "--application",
-        "wordcount",
-        "--store",
-        "counts",
-        "--backend",
-        "rocksdb",
-    ];
-    let fresh = ok(&[&args[..], &["--fresh", "--task", "0_0"]].concat());
+    let fresh = restore_counts(d, "rocksdb", &["--fresh", "--task", "0_0"]);
     assert!(fresh.contains("(full replay)"), "{fresh}");
     assert_eq!(dump(d)["rocksdb"], *rocksdb);
 }
