@@ -1,0 +1,4 @@
+//! Stores for stateful stream operators, layered over any
+//! [`KeyValueStore`](store_api::KeyValueStore): every backend that passes the conformance
+//! suite gets all of them, and a `LoggedStore` underneath makes them durable without knowing
+//! their shape.
