@@ -2,3 +2,8 @@
 //! [`KeyValueStore`](store_api::KeyValueStore): every backend that passes the conformance
 //! suite gets all of them, and a `LoggedStore` underneath makes them durable without knowing
 //! their shape.
+
+mod layout;
+pub mod session;
+pub mod versioned;
+pub mod window;

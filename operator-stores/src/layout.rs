@@ -1,0 +1,282 @@
+//! Byte layouts shared by the window, session and versioned stores: timestamps that sort like
+//! numbers, keys that sort like themselves and never prefix one another, and time segments.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use store_api::{Error, KeyValueStore, KvIter, KvPair, Result, WriteBatch};
+
+/// The key of a store's own bookkeeping (its stream time). Every data key of the segmented
+/// stores is at least 8 bytes long, so the empty key sorts before all of them and no data range
+/// ever contains it.
+pub(crate) const META_KEY: &[u8] = b"";
+
+/// A timestamp as 8 big-endian bytes with the sign bit flipped, so byte order is numeric order.
+pub(crate) fn encode_ts(ts: i64) -> [u8; 8] {
+    ((ts as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The inverse of [`encode_ts`].
+///
+/// # Errors
+/// `Corruption` when `bytes` is not 8 bytes long.
+pub(crate) fn decode_ts(bytes: &[u8]) -> Result<i64> {
+    let array: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| Error::Corruption(format!("a timestamp of {} bytes", bytes.len())))?;
+    Ok((u64::from_be_bytes(array) ^ (1 << 63)) as i64)
+}
+
+/// Appends `key` escaped and terminated: `0x00` becomes `0x00 0xFF` and `0x00 0x00` ends it.
+/// The result sorts exactly as the keys do and no encoded key is a prefix of another, so a
+/// range over one key's entries never reaches into a longer key's.
+pub(crate) fn push_key(out: &mut Vec<u8>, key: &[u8]) {
+    for &byte in key {
+        out.push(byte);
+        if byte == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// Reads a key written by [`push_key`] from the start of `bytes`; returns it and the number of
+/// bytes it took.
+///
+/// # Errors
+/// `Corruption` for a bad escape or a missing terminator.
+pub(crate) fn read_key(bytes: &[u8]) -> Result<(Vec<u8>, usize)> {
+    let mut key = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if byte != 0 {
+            key.push(byte);
+            at += 1;
+            continue;
+        }
+        match bytes.get(at + 1) {
+            Some(0) => return Ok((key, at + 2)),
+            Some(0xFF) => key.push(0),
+            _ => return Err(Error::Corruption("a bad escape in a stored key".into())),
+        }
+        at += 2;
+    }
+    Err(Error::Corruption("a stored key without terminator".into()))
+}
+
+/// Reads the persisted stream time, `i64::MIN` when none was written.
+///
+/// # Errors
+/// A store error, or `Corruption` for a malformed value.
+pub(crate) fn read_stream_time(store: &dyn KeyValueStore) -> Result<i64> {
+    store
+        .get(META_KEY)?
+        .map_or(Ok(i64::MIN), |bytes| decode_ts(&bytes))
+}
+
+/// Time cut into segments of `interval` milliseconds: segment `ts.div_euclid(interval)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Segments {
+    pub(crate) interval: i64,
+    pub(crate) retention: i64,
+}
+
+/// Live segments are capped so that a fetch opens a bounded number of ranges.
+pub(crate) const MAX_LIVE_SEGMENTS: i64 = 4096;
+
+impl Segments {
+    /// Checks the parameters.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a non-positive retention or interval, or more than
+    /// [`MAX_LIVE_SEGMENTS`] segments within the retention.
+    pub(crate) fn new(retention: i64, interval: i64) -> Result<Segments> {
+        if retention <= 0 || interval <= 0 {
+            return Err(Error::invalid(format!(
+                "retention ({retention} ms) and segment interval ({interval} ms) must be positive"
+            )));
+        }
+        if retention / interval > MAX_LIVE_SEGMENTS {
+            return Err(Error::invalid(format!(
+                "retention {retention} ms over segments of {interval} ms keeps more than \
+                 {MAX_LIVE_SEGMENTS} segments live; use a longer segment interval"
+            )));
+        }
+        Ok(Segments {
+            interval,
+            retention,
+        })
+    }
+
+    /// The segment holding timestamp `ts`.
+    pub(crate) fn segment(&self, ts: i64) -> i64 {
+        ts.div_euclid(self.interval)
+    }
+
+    /// The oldest timestamp still retained at `stream_time`.
+    pub(crate) fn min_live(&self, stream_time: i64) -> i64 {
+        stream_time.saturating_sub(self.retention).saturating_add(1)
+    }
+
+    /// The segment ids overlapping `[from, to]` among the live ones at `stream_time`, oldest
+    /// first.
+    pub(crate) fn live_overlapping(&self, stream_time: i64, from: i64, to: i64) -> Vec<i64> {
+        if stream_time == i64::MIN {
+            return Vec::new();
+        }
+        let low = self.segment(from.max(self.min_live(stream_time)));
+        let high = self.segment(to.min(stream_time));
+        if low > high {
+            return Vec::new();
+        }
+        (low..=high).collect()
+    }
+
+    /// Adds to `batch` a delete of every record in the segments before the one holding
+    /// [`min_live`](Self::min_live)`(stream_time)`, starting at segment `cleaned_below`, and
+    /// returns the new lower bound of what may exist. Only the expired records are read: the
+    /// range stops at the first live segment. The store API has no range delete, so this is
+    /// the range plus a batch of its keys.
+    ///
+    /// # Errors
+    /// A store error while reading the range.
+    pub(crate) fn expire(
+        &self,
+        store: &dyn KeyValueStore,
+        batch: &mut WriteBatch,
+        cleaned_below: i64,
+        stream_time: i64,
+    ) -> Result<i64> {
+        let first_live = self.segment(self.min_live(stream_time));
+        if first_live <= cleaned_below {
+            return Ok(cleaned_below);
+        }
+        let from = encode_ts(cleaned_below);
+        let to = encode_ts(first_live);
+        for entry in store.range(Bound::Included(&from), Bound::Excluded(&to))? {
+            batch.delete(entry?.0);
+        }
+        Ok(first_live)
+    }
+}
+
+/// The bounds of one range over the underlying store.
+pub(crate) type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// Chains one range per segment, opening each only when the previous one is exhausted; an
+/// error ends the iteration.
+pub(crate) struct SegmentedIter {
+    store: Arc<dyn KeyValueStore>,
+    ranges: std::vec::IntoIter<KeyRange>,
+    backward: bool,
+    current: Option<KvIter>,
+    failed: bool,
+}
+
+impl SegmentedIter {
+    /// Iterates `ranges` in the given order, each forward or each backward.
+    pub(crate) fn new(
+        store: Arc<dyn KeyValueStore>,
+        ranges: Vec<KeyRange>,
+        backward: bool,
+    ) -> SegmentedIter {
+        SegmentedIter {
+            store,
+            ranges: ranges.into_iter(),
+            backward,
+            current: None,
+            failed: false,
+        }
+    }
+}
+
+impl Iterator for SegmentedIter {
+    type Item = Result<KvPair>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(current) = &mut self.current {
+                match current.next() {
+                    Some(Err(err)) => {
+                        self.failed = true;
+                        return Some(Err(err));
+                    }
+                    Some(ok) => return Some(ok),
+                    None => self.current = None,
+                }
+            }
+            let (from, to) = self.ranges.next()?;
+            let (from, to) = (
+                from.as_ref().map(Vec::as_slice),
+                to.as_ref().map(Vec::as_slice),
+            );
+            let opened = if self.backward {
+                self.store.reverse_range(from, to)
+            } else {
+                self.store.range(from, to)
+            };
+            match opened {
+                Ok(iter) => self.current = Some(iter),
+                Err(err) => {
+                    self.failed = true;
+                    return Some(Err(err));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_sort_numerically() {
+        let values = [i64::MIN, -5, -1, 0, 1, 60_000, i64::MAX];
+        for pair in values.windows(2) {
+            assert!(encode_ts(pair[0]) < encode_ts(pair[1]));
+        }
+        for value in values {
+            assert_eq!(decode_ts(&encode_ts(value)).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn keys_sort_and_round_trip() {
+        let keys: [&[u8]; 6] = [b"", b"\x00", b"\x00\x00", b"\x00\x01", b"a", b"a\x00b"];
+        let encoded: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| {
+                let mut out = Vec::new();
+                push_key(&mut out, key);
+                out
+            })
+            .collect();
+        for pair in encoded.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(!pair[1].starts_with(&pair[0]));
+        }
+        for (key, bytes) in keys.iter().zip(&encoded) {
+            assert_eq!(read_key(bytes).unwrap(), (key.to_vec(), bytes.len()));
+        }
+        assert!(read_key(b"ab").is_err());
+        assert!(read_key(b"a\x00\x01").is_err());
+    }
+
+    #[test]
+    fn live_segments_are_bounded_by_retention() {
+        let segments = Segments::new(100, 10).unwrap();
+        assert_eq!(
+            segments.live_overlapping(i64::MIN, i64::MIN, i64::MAX),
+            Vec::<i64>::new()
+        );
+        assert_eq!(segments.live_overlapping(250, i64::MIN, i64::MAX).len(), 11);
+        assert_eq!(segments.live_overlapping(250, 200, 219), vec![20, 21]);
+        assert!(Segments::new(1 << 40, 1).is_err());
+        assert!(Segments::new(0, 1).is_err());
+    }
+}

@@ -1,0 +1,442 @@
+//! [`SessionStore`]: one value per session, a key's activity span (start and end), kept for a
+//! retention period in time segments over any [`KeyValueStore`]; and [`SessionWindows`],
+//! which merges a record into the sessions within an inactivity gap.
+//!
+//! # Key layout
+//! One entry per session in the underlying store, which the session store must own alone:
+//! ```text
+//! segment of the end (8) | key, escaped and terminated | end (8) | start (8)
+//! ```
+//! with the same encodings as the [window store](crate::window): sign-flipped big-endian
+//! timestamps, `0x00`-escaped keys ending in `0x00 0x00`, `segment = end.div_euclid(interval)`.
+//! The empty key holds the stream time: the latest session end put or record merged.
+//!
+//! # What a range costs
+//! [`find_sessions`](SessionStore::find_sessions)`(key, earliest_end, latest_start)` is one
+//! range per live segment from the one holding `earliest_end` to the newest, each reading
+//! only that key's sessions ending at or after `earliest_end`, of which those starting after
+//! `latest_start` are skipped. A session that ends late was at least that long, so in a store
+//! of short sessions little is skipped.
+//!
+//! # Expiry
+//! A session ending at or before `stream_time - retention` is expired: a put of it is refused
+//! and counted, and finds skip it. As in the window store, the write that moves the stream
+//! time past a segment's retention deletes that whole segment, reading only its range.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use store_api::{Error, KeyValueStore, Result, WriteBatch};
+
+use crate::layout::{META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key};
+use crate::window::{DropCounts, PutOutcome};
+
+/// A key's session: activity from `start` to `end`, both inclusive, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Session {
+    /// The record key.
+    pub key: Vec<u8>,
+    /// The first record's timestamp.
+    pub start: i64,
+    /// The last record's timestamp.
+    pub end: i64,
+}
+
+impl Session {
+    /// A session of `key` from `start` to `end`.
+    pub fn new(key: impl Into<Vec<u8>>, start: i64, end: i64) -> Self {
+        Session {
+            key: key.into(),
+            start,
+            end,
+        }
+    }
+}
+
+/// Options of a [`SessionStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionStoreConfig {
+    /// How long a session is kept after the stream time passes its end, in milliseconds; at
+    /// least the inactivity gap plus the grace period of the [`SessionWindows`] used.
+    pub retention_ms: i64,
+    /// The width of a segment, the unit of expiry, in milliseconds.
+    pub segment_interval_ms: i64,
+}
+
+impl SessionStoreConfig {
+    /// A retention of `retention_ms` with segments of half of it, at least one minute.
+    pub fn new(retention_ms: i64) -> Self {
+        SessionStoreConfig {
+            retention_ms,
+            segment_interval_ms: (retention_ms / 2).max(60_000),
+        }
+    }
+
+    /// The same options with segments of `interval_ms`.
+    pub fn with_segment_interval(mut self, interval_ms: i64) -> Self {
+        self.segment_interval_ms = interval_ms;
+        self
+    }
+}
+
+/// Sessions closed by an inactivity gap: records of one key less than `gap` apart belong to
+/// one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionWindows {
+    gap: i64,
+    grace: i64,
+}
+
+impl SessionWindows {
+    /// Sessions split by `gap_ms` of inactivity, no grace period.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `gap_ms` is not positive.
+    pub fn with_gap(gap_ms: i64) -> Result<Self> {
+        if gap_ms <= 0 {
+            return Err(Error::invalid(format!(
+                "inactivity gap {gap_ms} ms must be positive"
+            )));
+        }
+        Ok(SessionWindows {
+            gap: gap_ms,
+            grace: 0,
+        })
+    }
+
+    /// The same sessions, accepting records that extend a session up to `grace_ms` after the
+    /// stream time passed its end.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative grace period.
+    pub fn with_grace(mut self, grace_ms: i64) -> Result<Self> {
+        if grace_ms < 0 {
+            return Err(Error::invalid(format!(
+                "negative grace period {grace_ms} ms"
+            )));
+        }
+        self.grace = grace_ms;
+        Ok(self)
+    }
+
+    /// The inactivity gap in milliseconds.
+    pub fn gap(&self) -> i64 {
+        self.gap
+    }
+}
+
+/// What [`SessionStore::merge_record`] did with a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum MergeOutcome {
+    /// The record is in `session`, which replaced `absorbed` earlier sessions.
+    Merged {
+        /// The session now holding the record.
+        session: Session,
+        /// How many stored sessions it replaced (0 for a new session).
+        absorbed: usize,
+    },
+    /// Refused: the session it would join ended more than the grace period before the stream
+    /// time. Counted in [`DropCounts::late`].
+    Late,
+}
+
+/// The iterator of [`SessionStore::find_sessions`]: sessions with their values, by end then
+/// start (backward: the reverse). An error ends it.
+pub type SessionIter = Box<dyn Iterator<Item = Result<(Session, Vec<u8>)>> + Send>;
+
+#[derive(Debug)]
+struct WriteState {
+    stream_time: i64,
+    cleaned_below: i64,
+}
+
+/// A session store over any [`KeyValueStore`]; see the [module docs](self) for its layout,
+/// costs and expiry.
+///
+/// ```
+/// use std::sync::Arc;
+/// use statestore_operator_stores::session::{MergeOutcome, Session, SessionStore, SessionStoreConfig, SessionWindows};
+/// use statestore_memory::{Config, MemoryStore};
+///
+/// let sessions = SessionStore::open(Arc::new(MemoryStore::new(Config::default())), SessionStoreConfig::new(3_600_000))?;
+/// let gap = SessionWindows::with_gap(1_000)?;
+/// let add = |a: &[u8], b: &[u8]| vec![a[0] + b[0]];
+/// let _ = sessions.merge_record(b"user", 0, &gap, &[1], add)?;
+/// let _ = sessions.merge_record(b"user", 2_000, &gap, &[1], add)?;
+/// // A click at 1 000 bridges the two sessions into one of three clicks.
+/// let merged = sessions.merge_record(b"user", 1_000, &gap, &[1], add)?;
+/// assert_eq!(merged, MergeOutcome::Merged { session: Session::new(*b"user", 0, 2_000), absorbed: 2 });
+/// assert_eq!(sessions.fetch_session(&Session::new(*b"user", 0, 2_000))?, Some(vec![3]));
+/// # Ok::<(), store_api::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct SessionStore {
+    store: Arc<dyn KeyValueStore>,
+    segments: Segments,
+    state: Mutex<WriteState>,
+    expired: AtomicU64,
+    late: AtomicU64,
+}
+
+impl SessionStore {
+    /// Opens a session store kept in `store`, which it must own alone.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad configuration, or a store error.
+    pub fn open(store: Arc<dyn KeyValueStore>, config: SessionStoreConfig) -> Result<Self> {
+        let segments = Segments::new(config.retention_ms, config.segment_interval_ms)?;
+        let stream_time = crate::layout::read_stream_time(store.as_ref())?;
+        Ok(SessionStore {
+            store,
+            segments,
+            state: Mutex::new(WriteState {
+                stream_time,
+                cleaned_below: i64::MIN,
+            }),
+            expired: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+        })
+    }
+
+    /// The underlying store.
+    pub fn inner(&self) -> &Arc<dyn KeyValueStore> {
+        &self.store
+    }
+
+    /// The latest session end put or record timestamp merged, `None` before the first.
+    pub fn stream_time(&self) -> Option<i64> {
+        let time = self.state.lock().stream_time;
+        (time != i64::MIN).then_some(time)
+    }
+
+    /// The writes refused since the store was opened.
+    pub fn dropped(&self) -> DropCounts {
+        DropCounts {
+            expired: self.expired.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stores `value` for `session`, replacing the value of the same session.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the session starts after it ends or is oversized; a store error.
+    pub fn put(&self, session: &Session, value: &[u8]) -> Result<PutOutcome> {
+        let mut state = self.state.lock();
+        let mut batch = WriteBatch::new();
+        let outcome = self.put_locked(&mut state, &mut batch, session, value)?;
+        self.store.write(batch)?;
+        Ok(outcome)
+    }
+
+    /// Removes `session`; removing a missing one succeeds.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the session starts after it ends; a store error.
+    pub fn remove(&self, session: &Session) -> Result<()> {
+        let _state = self.state.lock();
+        self.store.delete(&self.entry_key(session)?)
+    }
+
+    /// The value of exactly `session`, or `None`, also when it expired.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the session starts after it ends; a store error.
+    pub fn fetch_session(&self, session: &Session) -> Result<Option<Vec<u8>>> {
+        let stream_time = self.state.lock().stream_time;
+        if session.end < self.segments.min_live(stream_time) {
+            return Ok(None);
+        }
+        self.store.get(&self.entry_key(session)?)
+    }
+
+    /// The sessions of `key` ending at or after `earliest_end` and starting at or before
+    /// `latest_start`, by end then start.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn find_sessions(
+        &self,
+        key: &[u8],
+        earliest_end: i64,
+        latest_start: i64,
+    ) -> Result<SessionIter> {
+        let stream_time = self.state.lock().stream_time;
+        Ok(self.find(stream_time, key, earliest_end, latest_start, false))
+    }
+
+    /// As [`find_sessions`](Self::find_sessions), in reverse order.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_find_sessions(
+        &self,
+        key: &[u8],
+        earliest_end: i64,
+        latest_start: i64,
+    ) -> Result<SessionIter> {
+        let stream_time = self.state.lock().stream_time;
+        Ok(self.find(stream_time, key, earliest_end, latest_start, true))
+    }
+
+    /// Adds a record of `key` at `ts` whose own aggregate is `value`: finds the sessions of
+    /// `key` within the inactivity gap of `ts`, combines their values and `value` with
+    /// `merge(aggregate, next)` (oldest session first, the record last), and replaces them
+    /// with one session spanning them all and `ts`, in one atomic batch. The stream time moves
+    /// to `ts` if later. A record whose merged session would end more than the grace period
+    /// before the stream time is [`Late`](MergeOutcome::Late): counted, nothing merged.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key or value; a store error.
+    pub fn merge_record(
+        &self,
+        key: &[u8],
+        ts: i64,
+        windows: &SessionWindows,
+        value: &[u8],
+        mut merge: impl FnMut(&[u8], &[u8]) -> Vec<u8>,
+    ) -> Result<MergeOutcome> {
+        let mut state = self.state.lock();
+        let mut batch = WriteBatch::new();
+        if ts > state.stream_time {
+            self.advance(&mut state, &mut batch, ts)?;
+        }
+        let near = self.find(
+            state.stream_time,
+            key,
+            ts.saturating_sub(windows.gap),
+            ts.saturating_add(windows.gap),
+            false,
+        );
+        let mut merged = Session::new(key, ts, ts);
+        let mut aggregate: Option<Vec<u8>> = None;
+        let mut absorbed = Vec::new();
+        for found in near {
+            let (session, stored) = found?;
+            merged.start = merged.start.min(session.start);
+            merged.end = merged.end.max(session.end);
+            aggregate = Some(match aggregate {
+                None => stored,
+                Some(so_far) => merge(&so_far, &stored),
+            });
+            absorbed.push(session);
+        }
+        if merged.end.saturating_add(windows.grace) < state.stream_time {
+            self.store.write(batch)?;
+            self.late.fetch_add(1, Ordering::Relaxed);
+            return Ok(MergeOutcome::Late);
+        }
+        let aggregate = match aggregate {
+            None => value.to_vec(),
+            Some(so_far) => merge(&so_far, value),
+        };
+        for session in &absorbed {
+            batch.delete(self.entry_key(session)?);
+        }
+        if let PutOutcome::Expired = self.put_locked(&mut state, &mut batch, &merged, &aggregate)? {
+            self.store.write(batch)?;
+            return Ok(MergeOutcome::Late);
+        }
+        self.store.write(batch)?;
+        Ok(MergeOutcome::Merged {
+            session: merged,
+            absorbed: absorbed.len(),
+        })
+    }
+
+    fn put_locked(
+        &self,
+        state: &mut WriteState,
+        batch: &mut WriteBatch,
+        session: &Session,
+        value: &[u8],
+    ) -> Result<PutOutcome> {
+        let entry = self.entry_key(session)?;
+        store_api::limits::check_entry(&entry, value)?;
+        if session.end > state.stream_time {
+            self.advance(state, batch, session.end)?;
+        }
+        if session.end < self.segments.min_live(state.stream_time) {
+            self.expired.fetch_add(1, Ordering::Relaxed);
+            return Ok(PutOutcome::Expired);
+        }
+        batch.put(entry, value.to_vec());
+        Ok(PutOutcome::Written(1))
+    }
+
+    fn advance(&self, state: &mut WriteState, batch: &mut WriteBatch, to: i64) -> Result<()> {
+        state.stream_time = to;
+        batch.put(META_KEY.to_vec(), encode_ts(to).to_vec());
+        state.cleaned_below =
+            self.segments
+                .expire(self.store.as_ref(), batch, state.cleaned_below, to)?;
+        Ok(())
+    }
+
+    fn entry_key(&self, session: &Session) -> Result<Vec<u8>> {
+        if session.start > session.end {
+            return Err(Error::invalid(format!(
+                "a session starting at {} after its end {}",
+                session.start, session.end
+            )));
+        }
+        Ok(self.bound_key(&session.key, session.end, session.start))
+    }
+
+    fn bound_key(&self, key: &[u8], end: i64, start: i64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(key.len() + 26);
+        out.extend_from_slice(&encode_ts(self.segments.segment(end)));
+        push_key(&mut out, key);
+        out.extend_from_slice(&encode_ts(end));
+        out.extend_from_slice(&encode_ts(start));
+        out
+    }
+
+    fn find(
+        &self,
+        stream_time: i64,
+        key: &[u8],
+        earliest_end: i64,
+        latest_start: i64,
+        backward: bool,
+    ) -> SessionIter {
+        let from = earliest_end.max(self.segments.min_live(stream_time));
+        let mut ranges = Vec::new();
+        for segment in self.segments.live_overlapping(stream_time, from, i64::MAX) {
+            let first = segment.saturating_mul(self.segments.interval);
+            let last = first.saturating_add(self.segments.interval - 1);
+            let low = self.bound_key(key, from.max(first), i64::MIN);
+            let high = self.bound_key(key, last, i64::MAX);
+            ranges.push((Bound::Included(low), Bound::Included(high)));
+        }
+        if backward {
+            ranges.reverse();
+        }
+        let iter = SegmentedIter::new(Arc::clone(&self.store), ranges, backward);
+        Box::new(iter.filter_map(move |item| {
+            let decoded = item.and_then(|(entry, value)| Ok((decode_entry(&entry)?, value)));
+            match decoded {
+                Ok((session, _)) if session.start > latest_start => None,
+                other => Some(other),
+            }
+        }))
+    }
+}
+
+fn decode_entry(entry: &[u8]) -> Result<Session> {
+    let body = entry
+        .get(8..)
+        .ok_or_else(|| Error::Corruption("a short session key".into()))?;
+    let (key, used) = read_key(body)?;
+    if body.len() != used + 16 {
+        return Err(Error::Corruption(
+            "a session key of the wrong length".into(),
+        ));
+    }
+    let end = decode_ts(&body[used..used + 8])?;
+    let start = decode_ts(&body[used + 8..])?;
+    Ok(Session { key, start, end })
+}

@@ -1,0 +1,355 @@
+//! [`VersionedStore`]: every value of a key with the timestamp it became valid at, so reads
+//! can ask what a key held at any time within a history retention (Kafka's KIP-889), over any
+//! [`KeyValueStore`].
+//!
+//! # Semantics
+//! A put at `ts` makes a version valid from `ts` until the next version's timestamp; puts may
+//! arrive out of order. A delete puts a tombstone version. The stream time is the latest
+//! timestamp put; `stream_time - history_retention` is the cutoff. A put or delete older than
+//! the cutoff is refused and counted ([`PutOutcome::Expired`]); [`get_as_of`] a time older
+//! than the cutoff answers `None`, as Kafka Streams does; [`get`] always answers the latest
+//! version.
+//!
+//! # Key layout
+//! In the underlying store, which the versioned store must own alone:
+//! ```text
+//! 0x01 | key, escaped and terminated | timestamp (8)                    a version: 0x01 value, or 0x00 (tombstone)
+//! 0x02 | dead time (8) | key, escaped and terminated | timestamp (8)    cleanup index, empty value
+//! (the empty key)                                                       the stream time
+//! ```
+//! with the [window store](crate::window)'s encodings. A version's dead time is when it stops
+//! being queryable: for a value, the timestamp of the next version (a latest value has none
+//! and no index entry); for a tombstone, its own timestamp.
+//!
+//! # What a read costs
+//! [`get`] is one reverse seek in the key's versions; [`get_as_of`] a reverse seek to the
+//! version at or before the time and a forward seek to the next one (its `valid_to`). A put
+//! reads the versions around its timestamp (three seeks) and writes one batch.
+//!
+//! # Expiry
+//! A version whose dead time is at or before the cutoff can answer no query. The write that
+//! moves the stream time reads the cleanup index up to the cutoff (that range holds only such
+//! versions) and deletes them and their index entries in its own batch: the cost is the number
+//! of expired versions, never a scan of the live ones.
+//!
+//! [`get`]: VersionedStore::get
+//! [`get_as_of`]: VersionedStore::get_as_of
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use store_api::{Error, KeyValueStore, Result, WriteBatch};
+
+use crate::layout::{META_KEY, decode_ts, encode_ts, push_key, read_stream_time};
+use crate::window::PutOutcome;
+
+const VERSION_TAG: u8 = 0x01;
+const INDEX_TAG: u8 = 0x02;
+
+/// A value and the span of time it was valid for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedRecord {
+    /// The value.
+    pub value: Vec<u8>,
+    /// When it became valid, in milliseconds.
+    pub timestamp: i64,
+    /// When the next version replaced it (exclusive), `None` while it is the latest.
+    pub valid_to: Option<i64>,
+}
+
+/// A version as stored: a value or a tombstone, at a timestamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Version {
+    ts: i64,
+    value: Option<Vec<u8>>,
+}
+
+/// A versioned key-value store over any [`KeyValueStore`]; see the [module docs](self).
+///
+/// ```
+/// use std::sync::Arc;
+/// use statestore_operator_stores::versioned::VersionedStore;
+/// use statestore_memory::{Config, MemoryStore};
+///
+/// let prices = VersionedStore::open(Arc::new(MemoryStore::new(Config::default())), 86_400_000)?;
+/// let _ = prices.put(b"apple", b"3", 1_000)?;
+/// let _ = prices.put(b"apple", b"4", 5_000)?;
+/// assert_eq!(prices.get_as_of(b"apple", 4_999)?.map(|r| r.value), Some(b"3".to_vec()));
+/// assert_eq!(prices.get(b"apple")?.map(|r| r.value), Some(b"4".to_vec()));
+/// assert_eq!(prices.get_as_of(b"apple", 999)?, None);
+/// # Ok::<(), store_api::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct VersionedStore {
+    store: Arc<dyn KeyValueStore>,
+    history_retention: i64,
+    stream_time: Mutex<i64>,
+    expired: AtomicU64,
+}
+
+impl VersionedStore {
+    /// Opens a versioned store kept in `store`, which it must own alone, keeping history for
+    /// `history_retention_ms` before the stream time.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative retention, or a store error.
+    pub fn open(store: Arc<dyn KeyValueStore>, history_retention_ms: i64) -> Result<Self> {
+        if history_retention_ms < 0 {
+            return Err(Error::invalid(format!(
+                "negative history retention {history_retention_ms} ms"
+            )));
+        }
+        let stream_time = read_stream_time(store.as_ref())?;
+        Ok(VersionedStore {
+            store,
+            history_retention: history_retention_ms,
+            stream_time: Mutex::new(stream_time),
+            expired: AtomicU64::new(0),
+        })
+    }
+
+    /// The underlying store.
+    pub fn inner(&self) -> &Arc<dyn KeyValueStore> {
+        &self.store
+    }
+
+    /// The latest timestamp put, `None` before the first put.
+    pub fn stream_time(&self) -> Option<i64> {
+        let time = *self.stream_time.lock();
+        (time != i64::MIN).then_some(time)
+    }
+
+    /// How many puts and deletes were refused as older than the history retention.
+    pub fn expired_writes(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
+    }
+
+    /// Stores `value` as the version of `key` valid from `timestamp`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key or value, or a store error.
+    pub fn put(&self, key: &[u8], value: &[u8], timestamp: i64) -> Result<PutOutcome> {
+        self.write_version(key, Some(value), timestamp)
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// Puts a tombstone for `key` at `timestamp` and returns the record it ends: the one valid
+    /// at `timestamp` before the delete. A refused delete returns `None` and is counted.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key, or a store error.
+    pub fn delete(&self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
+        self.write_version(key, None, timestamp)
+            .map(|(_, before)| before)
+    }
+
+    /// The latest version of `key`, or `None` when it has none or it is a tombstone.
+    ///
+    /// # Errors
+    /// A store error, or `Corruption` for a malformed entry.
+    pub fn get(&self, key: &[u8]) -> Result<Option<VersionedRecord>> {
+        let latest = self.floor(key, i64::MAX)?;
+        Ok(latest.and_then(|version| {
+            version.value.map(|value| VersionedRecord {
+                value,
+                timestamp: version.ts,
+                valid_to: None,
+            })
+        }))
+    }
+
+    /// The version of `key` valid at `timestamp`: the latest at or before it, or `None` when
+    /// there is none, it is a tombstone, or `timestamp` is older than the history retention.
+    ///
+    /// # Errors
+    /// A store error, or `Corruption` for a malformed entry.
+    pub fn get_as_of(&self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
+        let stream_time = *self.stream_time.lock();
+        if timestamp < self.cutoff(stream_time) {
+            return Ok(None);
+        }
+        self.as_of(key, timestamp)
+    }
+
+    fn as_of(&self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
+        let Some(Version {
+            ts,
+            value: Some(value),
+        }) = self.floor(key, timestamp)?
+        else {
+            return Ok(None);
+        };
+        let valid_to = self.after(key, ts)?.map(|next| next.ts);
+        Ok(Some(VersionedRecord {
+            value,
+            timestamp: ts,
+            valid_to,
+        }))
+    }
+
+    fn cutoff(&self, stream_time: i64) -> i64 {
+        stream_time.saturating_sub(self.history_retention)
+    }
+
+    fn write_version(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        ts: i64,
+    ) -> Result<(PutOutcome, Option<VersionedRecord>)> {
+        let entry = version_key(key, ts);
+        store_api::limits::check_key(&index_key(ts, &entry))?;
+        if let Some(value) = value {
+            store_api::limits::check_value(value)?;
+        }
+        let mut stream_time = self.stream_time.lock();
+        let mut batch = WriteBatch::new();
+        if ts > *stream_time {
+            *stream_time = ts;
+            batch.put(META_KEY.to_vec(), encode_ts(ts).to_vec());
+            self.clean(&mut batch, self.cutoff(ts))?;
+        }
+        if ts < self.cutoff(*stream_time) {
+            self.store.write(batch)?;
+            self.expired.fetch_add(1, Ordering::Relaxed);
+            return Ok((PutOutcome::Expired, None));
+        }
+        let before = self.as_of(key, ts)?;
+        let prev = self.floor(key, ts.saturating_sub(1))?.filter(|p| p.ts < ts);
+        let same = self
+            .store
+            .get(&entry)?
+            .map(|bytes| decode_value(&bytes))
+            .transpose()?;
+        let next = self.after(key, ts)?;
+        let next_ts = next.as_ref().map(|n| n.ts);
+        // Old and new dead times of the versions this write touches; see the module docs.
+        if let Some(Version {
+            ts: prev_ts,
+            value: Some(_),
+        }) = prev
+        {
+            let old_dead = if same.is_some() { Some(ts) } else { next_ts };
+            let prev_entry = version_key(key, prev_ts);
+            self.move_index(&mut batch, &prev_entry, old_dead, Some(ts));
+        }
+        let old_dead = same.map(|value| if value.is_some() { next_ts } else { Some(ts) });
+        let new_dead = if value.is_some() { next_ts } else { Some(ts) };
+        self.move_index(&mut batch, &entry, old_dead.flatten(), new_dead);
+        batch.put(entry, encode_value(value));
+        self.store.write(batch)?;
+        Ok((PutOutcome::Written(1), before))
+    }
+
+    /// Replaces the index entry of `entry` at `old` by one at `new`.
+    fn move_index(&self, batch: &mut WriteBatch, entry: &[u8], old: Option<i64>, new: Option<i64>) {
+        if old == new {
+            return;
+        }
+        if let Some(old) = old {
+            batch.delete(index_key(old, entry));
+        }
+        if let Some(new) = new {
+            batch.put(index_key(new, entry), Vec::new());
+        }
+    }
+
+    /// Deletes every version dead at or before `cutoff`, with its index entry.
+    fn clean(&self, batch: &mut WriteBatch, cutoff: i64) -> Result<()> {
+        let from = [INDEX_TAG];
+        let mut to = vec![INDEX_TAG];
+        to.extend_from_slice(&encode_ts(cutoff));
+        to.push(0xFF);
+        for item in self
+            .store
+            .range(Bound::Included(&from), Bound::Excluded(&to))?
+        {
+            let (index, _) = item?;
+            let body = index
+                .get(9..)
+                .ok_or_else(|| Error::Corruption("a short version index key".into()))?;
+            let mut version = vec![VERSION_TAG];
+            version.extend_from_slice(body);
+            batch.delete(version);
+            batch.delete(index);
+        }
+        Ok(())
+    }
+
+    /// The latest version of `key` at or before `ts`.
+    fn floor(&self, key: &[u8], ts: i64) -> Result<Option<Version>> {
+        let low = version_key(key, i64::MIN);
+        let high = version_key(key, ts);
+        let found = self
+            .store
+            .reverse_range(Bound::Included(&low), Bound::Included(&high))?
+            .next()
+            .transpose()?;
+        found
+            .map(|(entry, value)| decode_version(&entry, &value))
+            .transpose()
+    }
+
+    /// The earliest version of `key` after `ts`.
+    fn after(&self, key: &[u8], ts: i64) -> Result<Option<Version>> {
+        let low = version_key(key, ts);
+        let high = version_key(key, i64::MAX);
+        let found = self
+            .store
+            .range(Bound::Excluded(&low), Bound::Included(&high))?
+            .next()
+            .transpose()?;
+        found
+            .map(|(entry, value)| decode_version(&entry, &value))
+            .transpose()
+    }
+}
+
+fn version_key(key: &[u8], ts: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 11);
+    out.push(VERSION_TAG);
+    push_key(&mut out, key);
+    out.extend_from_slice(&encode_ts(ts));
+    out
+}
+
+fn index_key(dead: i64, version_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(version_key.len() + 8);
+    out.push(INDEX_TAG);
+    out.extend_from_slice(&encode_ts(dead));
+    out.extend_from_slice(version_key.get(1..).unwrap_or_default());
+    out
+}
+
+fn encode_value(value: Option<&[u8]>) -> Vec<u8> {
+    match value {
+        None => vec![0],
+        Some(value) => {
+            let mut out = Vec::with_capacity(value.len() + 1);
+            out.push(1);
+            out.extend_from_slice(value);
+            out
+        }
+    }
+}
+
+fn decode_value(bytes: &[u8]) -> Result<Option<Vec<u8>>> {
+    match bytes.split_first() {
+        Some((0, [])) => Ok(None),
+        Some((1, value)) => Ok(Some(value.to_vec())),
+        _ => Err(Error::Corruption("a malformed version value".into())),
+    }
+}
+
+fn decode_version(entry: &[u8], value: &[u8]) -> Result<Version> {
+    let ts_at = entry
+        .len()
+        .checked_sub(8)
+        .ok_or_else(|| Error::Corruption("a short version key".into()))?;
+    Ok(Version {
+        ts: decode_ts(&entry[ts_at..])?,
+        value: decode_value(value)?,
+    })
+}

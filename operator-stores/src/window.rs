@@ -1,0 +1,583 @@
+//! [`WindowStore`]: values per (key, window start), kept for a retention period in time
+//! segments, over any [`KeyValueStore`]; and [`TimeWindows`], tumbling and hopping windows.
+//!
+//! # Key layout
+//! One entry per window in the underlying store, which the window store must own alone:
+//! ```text
+//! segment (8) | key, escaped and terminated | window start (8) | sequence number (4)
+//! ```
+//! Timestamps and segment ids are big-endian with the sign bit flipped, so byte order is time
+//! order; `segment = window_start.div_euclid(segment_interval)`. The key escapes `0x00` as
+//! `0x00 0xFF` and ends with `0x00 0x00`, so keys keep their order and one key's entries never
+//! interleave with another's. The sequence number is 0 unless the store
+//! [retains duplicates](WindowStoreConfig::retain_duplicates). The empty key holds the
+//! store's stream time, so it survives a restart: the latest window start
+//! [put](WindowStore::put) or record timestamp [aggregated](WindowStore::aggregate).
+//!
+//! # What a range costs
+//! [`fetch`](WindowStore::fetch) of one key is one range per live segment overlapping
+//! `[time_from, time_to]`, each reading only that key's entries in that time span.
+//! [`fetch_all`](WindowStore::fetch_all) reads every entry of the overlapping segments and
+//! skips those outside the time span. At most `retention / segment_interval + 1` segments are
+//! live, which [`WindowStore::open`] caps at 4096.
+//!
+//! # Expiry
+//! A window starting at or before `stream_time - retention` is expired: a put of it is refused
+//! ([`PutOutcome::Expired`], counted in [`DropCounts::expired`]) and fetches skip it. Storage
+//! is reclaimed a whole segment at a time: the write that moves the stream time past the end
+//! of a segment's retention also deletes that segment, in the same atomic batch, by reading
+//! the range of the expired segments only (the store API has no range delete, so the range
+//! and a batch of its keys stand in for one). No live entry is read to expire old ones.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use store_api::{Error, KeyValueStore, Result, WriteBatch};
+
+use crate::layout::{META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key};
+
+/// Options of a [`WindowStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowStoreConfig {
+    /// How long a window is kept after the stream time passes its start, in milliseconds. At
+    /// least a window's size plus its grace period, or windows expire while still open.
+    pub retention_ms: i64,
+    /// The width of a segment, the unit of expiry, in milliseconds. Kafka Streams' default:
+    /// half the retention, at least one minute.
+    pub segment_interval_ms: i64,
+    /// Keep every value put for the same key and window start (stream-stream joins), each
+    /// under its own sequence number, instead of overwriting.
+    pub retain_duplicates: bool,
+}
+
+impl WindowStoreConfig {
+    /// A retention of `retention_ms` with Kafka Streams' default segment interval.
+    pub fn new(retention_ms: i64) -> Self {
+        WindowStoreConfig {
+            retention_ms,
+            segment_interval_ms: (retention_ms / 2).max(60_000),
+            retain_duplicates: false,
+        }
+    }
+
+    /// The same options with segments of `interval_ms`.
+    pub fn with_segment_interval(mut self, interval_ms: i64) -> Self {
+        self.segment_interval_ms = interval_ms;
+        self
+    }
+
+    /// The same options, retaining duplicates or not.
+    pub fn with_retain_duplicates(mut self, retain: bool) -> Self {
+        self.retain_duplicates = retain;
+        self
+    }
+}
+
+/// What became of a put or an aggregated record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum PutOutcome {
+    /// Written (for an aggregate: into this many windows, at least one).
+    Written(usize),
+    /// Refused: the window is older than the retention allows.
+    Expired,
+    /// Refused: every window of the record closed more than the grace period ago.
+    Late,
+}
+
+/// How many writes a store refused since it was opened, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Puts of windows older than the retention.
+    pub expired: u64,
+    /// Records whose windows had all closed (see [`WindowStore::aggregate`]).
+    pub late: u64,
+}
+
+/// One entry of [`WindowStore::fetch_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowEntry {
+    /// The record key.
+    pub key: Vec<u8>,
+    /// The window start, in milliseconds.
+    pub start: i64,
+    /// The value.
+    pub value: Vec<u8>,
+}
+
+/// The iterator of [`WindowStore::fetch`]: `(window start, value)` in time order (backward
+/// variants: reverse time order). An error ends it.
+pub type WindowFetchIter = Box<dyn Iterator<Item = Result<(i64, Vec<u8>)>> + Send>;
+
+/// The iterator of [`WindowStore::fetch_all`]: entries by segment, then key, then window
+/// start (backward variants: the reverse). An error ends it.
+pub type WindowEntryIter = Box<dyn Iterator<Item = Result<WindowEntry>> + Send>;
+
+/// Fixed-size windows: tumbling when `advance == size`, hopping when `advance < size`. A window
+/// is `[start, start + size)` with `start` a multiple of `advance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeWindows {
+    size: i64,
+    advance: i64,
+    grace: i64,
+}
+
+impl TimeWindows {
+    /// Tumbling windows of `size_ms`, no grace period.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `size_ms` is not positive.
+    pub fn tumbling(size_ms: i64) -> Result<Self> {
+        Self::hopping(size_ms, size_ms)
+    }
+
+    /// Windows of `size_ms` starting every `advance_ms`, no grace period.
+    ///
+    /// # Errors
+    /// `InvalidArgument` unless `0 < advance_ms <= size_ms`.
+    pub fn hopping(size_ms: i64, advance_ms: i64) -> Result<Self> {
+        if advance_ms <= 0 || advance_ms > size_ms {
+            return Err(Error::invalid(format!(
+                "window advance {advance_ms} ms must be positive and at most the size {size_ms} ms"
+            )));
+        }
+        Ok(TimeWindows {
+            size: size_ms,
+            advance: advance_ms,
+            grace: 0,
+        })
+    }
+
+    /// The same windows, accepting records up to `grace_ms` after a window ends.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative grace period.
+    pub fn with_grace(mut self, grace_ms: i64) -> Result<Self> {
+        if grace_ms < 0 {
+            return Err(Error::invalid(format!(
+                "negative grace period {grace_ms} ms"
+            )));
+        }
+        self.grace = grace_ms;
+        Ok(self)
+    }
+
+    /// The window size in milliseconds.
+    pub fn size(&self) -> i64 {
+        self.size
+    }
+
+    /// The grace period in milliseconds.
+    pub fn grace(&self) -> i64 {
+        self.grace
+    }
+
+    /// The starts of the windows holding `ts`, oldest first: one for tumbling windows,
+    /// `size / advance` (rounded up or down) for hopping ones.
+    pub fn starts_for(&self, ts: i64) -> Vec<i64> {
+        let (ts, size, advance) = (
+            i128::from(ts),
+            i128::from(self.size),
+            i128::from(self.advance),
+        );
+        let first = (ts - size).div_euclid(advance) + 1;
+        let last = ts.div_euclid(advance);
+        (first..=last)
+            .filter_map(|k| i64::try_from(k * advance).ok())
+            .collect()
+    }
+
+    /// The exclusive end of the window starting at `start`.
+    pub fn end_of(&self, start: i64) -> i64 {
+        start.saturating_add(self.size)
+    }
+}
+
+/// Mutable state, behind one lock so that writes are serialized.
+#[derive(Debug)]
+struct WriteState {
+    stream_time: i64,
+    /// No entry lives in a segment below this one.
+    cleaned_below: i64,
+}
+
+/// A window store over any [`KeyValueStore`]; see the [module docs](self) for its layout,
+/// costs and expiry.
+///
+/// ```
+/// use std::sync::Arc;
+/// use statestore_operator_stores::window::{PutOutcome, WindowStore, WindowStoreConfig};
+/// use statestore_memory::{Config, MemoryStore};
+///
+/// let inner = Arc::new(MemoryStore::new(Config::default()));
+/// let windows = WindowStore::open(inner, WindowStoreConfig::new(600_000))?;
+/// assert_eq!(windows.put(b"page", b"3", 60_000)?, PutOutcome::Written(1));
+/// let found: Vec<_> = windows.fetch(b"page", 0, 120_000)?.collect::<Result<_, _>>()?;
+/// assert_eq!(found, vec![(60_000, b"3".to_vec())]);
+/// # Ok::<(), store_api::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct WindowStore {
+    store: Arc<dyn KeyValueStore>,
+    segments: Segments,
+    retain_duplicates: bool,
+    state: Mutex<WriteState>,
+    expired: AtomicU64,
+    late: AtomicU64,
+}
+
+impl WindowStore {
+    /// Opens a window store kept in `store`, which it must own alone, reading its stream time
+    /// back from it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad configuration (see [`WindowStoreConfig`]), or a store error.
+    pub fn open(store: Arc<dyn KeyValueStore>, config: WindowStoreConfig) -> Result<Self> {
+        let segments = Segments::new(config.retention_ms, config.segment_interval_ms)?;
+        let stream_time = crate::layout::read_stream_time(store.as_ref())?;
+        Ok(WindowStore {
+            store,
+            segments,
+            retain_duplicates: config.retain_duplicates,
+            state: Mutex::new(WriteState {
+                stream_time,
+                cleaned_below: i64::MIN,
+            }),
+            expired: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+        })
+    }
+
+    /// The underlying store.
+    pub fn inner(&self) -> &Arc<dyn KeyValueStore> {
+        &self.store
+    }
+
+    /// The latest window start put or record timestamp aggregated, `None` before the first.
+    pub fn stream_time(&self) -> Option<i64> {
+        let time = self.state.lock().stream_time;
+        (time != i64::MIN).then_some(time)
+    }
+
+    /// The writes refused since the store was opened.
+    pub fn dropped(&self) -> DropCounts {
+        DropCounts {
+            expired: self.expired.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stores `value` for `key` in the window starting at `window_start`, replacing the value
+    /// there unless the store retains duplicates. Advances the stream time and expires the
+    /// segments it leaves behind, in the same atomic batch.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key or value, or a store error.
+    pub fn put(&self, key: &[u8], value: &[u8], window_start: i64) -> Result<PutOutcome> {
+        let mut state = self.state.lock();
+        let mut batch = WriteBatch::new();
+        let outcome = self.put_locked(&mut state, &mut batch, key, value, window_start)?;
+        self.store.write(batch)?;
+        Ok(outcome)
+    }
+
+    /// Removes every value of `key` in the window starting at `window_start`.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn remove(&self, key: &[u8], window_start: i64) -> Result<()> {
+        let _state = self.state.lock();
+        let mut batch = WriteBatch::new();
+        let (from, to) = self.window_bounds(key, window_start, window_start);
+        for entry in self
+            .store
+            .range(Bound::Included(&from), Bound::Included(&to))?
+        {
+            batch.delete(entry?.0);
+        }
+        self.store.write(batch)
+    }
+
+    /// The value of `key` in the window starting at `window_start` (the first one when
+    /// duplicates are retained), or `None`, also when the window expired.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn fetch_window(&self, key: &[u8], window_start: i64) -> Result<Option<Vec<u8>>> {
+        let stream_time = self.state.lock().stream_time;
+        self.window_at(stream_time, key, window_start)
+    }
+
+    fn window_at(&self, stream_time: i64, key: &[u8], start: i64) -> Result<Option<Vec<u8>>> {
+        self.fetch_key(stream_time, key, (start, start), false)?
+            .next()
+            .transpose()
+            .map(|found| found.map(|(_, value)| value))
+    }
+
+    /// The windows of `key` starting within `[time_from, time_to]`, oldest first.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn fetch(&self, key: &[u8], time_from: i64, time_to: i64) -> Result<WindowFetchIter> {
+        let stream_time = self.state.lock().stream_time;
+        self.fetch_key(stream_time, key, (time_from, time_to), false)
+    }
+
+    /// As [`fetch`](Self::fetch), newest first.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_fetch(
+        &self,
+        key: &[u8],
+        time_from: i64,
+        time_to: i64,
+    ) -> Result<WindowFetchIter> {
+        let stream_time = self.state.lock().stream_time;
+        self.fetch_key(stream_time, key, (time_from, time_to), true)
+    }
+
+    /// Every key's windows starting within `[time_from, time_to]`, by segment, key, start.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn fetch_all(&self, time_from: i64, time_to: i64) -> Result<WindowEntryIter> {
+        self.fetch_every(time_from, time_to, false)
+    }
+
+    /// As [`fetch_all`](Self::fetch_all), in exactly reverse order.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_fetch_all(&self, time_from: i64, time_to: i64) -> Result<WindowEntryIter> {
+        self.fetch_every(time_from, time_to, true)
+    }
+
+    /// Folds a record at `ts` into each of its `windows` for `key`: `update` gets the current
+    /// value of a window (`None` for a new one) and returns the new one. The stream time moves
+    /// to `ts` if later. A window that ended more than the grace period before the stream
+    /// time is closed and left alone; if every window is closed the record is
+    /// [`Late`](PutOutcome::Late) and counted in [`DropCounts::late`]. Every write of one
+    /// record is one atomic batch.
+    ///
+    /// # Errors
+    /// `Unsupported` on a store that retains duplicates, or a store error.
+    pub fn aggregate(
+        &self,
+        key: &[u8],
+        ts: i64,
+        windows: &TimeWindows,
+        mut update: impl FnMut(Option<&[u8]>) -> Vec<u8>,
+    ) -> Result<PutOutcome> {
+        if self.retain_duplicates {
+            return Err(Error::Unsupported(
+                "aggregate on a window store that retains duplicates".into(),
+            ));
+        }
+        let mut state = self.state.lock();
+        let mut batch = WriteBatch::new();
+        if ts > state.stream_time {
+            self.advance(&mut state, &mut batch, ts)?;
+        }
+        let now = state.stream_time;
+        let mut written = 0;
+        for start in windows.starts_for(ts) {
+            if windows.end_of(start).saturating_add(windows.grace) <= now {
+                continue;
+            }
+            let current = self.window_at(now, key, start)?;
+            let value = update(current.as_deref());
+            if let PutOutcome::Written(_) =
+                self.put_locked(&mut state, &mut batch, key, &value, start)?
+            {
+                written += 1;
+            }
+        }
+        self.store.write(batch)?;
+        if written == 0 {
+            self.late.fetch_add(1, Ordering::Relaxed);
+            return Ok(PutOutcome::Late);
+        }
+        Ok(PutOutcome::Written(written))
+    }
+
+    /// Adds a put to `batch` under the write lock; the caller writes the batch.
+    fn put_locked(
+        &self,
+        state: &mut WriteState,
+        batch: &mut WriteBatch,
+        key: &[u8],
+        value: &[u8],
+        window_start: i64,
+    ) -> Result<PutOutcome> {
+        store_api::limits::check_value(value)?;
+        if window_start > state.stream_time {
+            self.advance(state, batch, window_start)?;
+        }
+        if window_start < self.segments.min_live(state.stream_time) {
+            self.expired.fetch_add(1, Ordering::Relaxed);
+            return Ok(PutOutcome::Expired);
+        }
+        let seq = if self.retain_duplicates {
+            self.next_seq(key, window_start)?
+        } else {
+            0
+        };
+        let mut entry = self.window_prefix(key, window_start);
+        entry.extend_from_slice(&seq.to_be_bytes());
+        store_api::limits::check_key(&entry)?;
+        batch.put(entry, value.to_vec());
+        Ok(PutOutcome::Written(1))
+    }
+
+    /// Moves the stream time to `to`, persisting it and expiring segments, into `batch`.
+    fn advance(&self, state: &mut WriteState, batch: &mut WriteBatch, to: i64) -> Result<()> {
+        state.stream_time = to;
+        batch.put(META_KEY.to_vec(), encode_ts(to).to_vec());
+        state.cleaned_below =
+            self.segments
+                .expire(self.store.as_ref(), batch, state.cleaned_below, to)?;
+        Ok(())
+    }
+
+    /// One past the highest sequence number stored for this window (read from the store, so
+    /// it survives restarts).
+    fn next_seq(&self, key: &[u8], window_start: i64) -> Result<u32> {
+        let (from, to) = self.window_bounds(key, window_start, window_start);
+        let last = self
+            .store
+            .reverse_range(Bound::Included(&from), Bound::Included(&to))?
+            .next()
+            .transpose()?;
+        match last {
+            None => Ok(0),
+            Some((entry, _)) => {
+                let seq = entry.len().checked_sub(4).map(|at| &entry[at..]);
+                let seq = seq
+                    .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
+                    .ok_or_else(|| Error::Corruption("a short window key".into()))?;
+                u32::from_be_bytes(seq).checked_add(1).ok_or_else(|| {
+                    Error::invalid("over 4 billion duplicates in one window".to_string())
+                })
+            }
+        }
+    }
+
+    /// `segment | key | start`, the entry key without its sequence number.
+    fn window_prefix(&self, key: &[u8], start: i64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(key.len() + 22);
+        out.extend_from_slice(&encode_ts(self.segments.segment(start)));
+        push_key(&mut out, key);
+        out.extend_from_slice(&encode_ts(start));
+        out
+    }
+
+    /// The first and last possible entry keys of `key` with starts in `[from, to]`, which
+    /// must lie in one segment.
+    fn window_bounds(&self, key: &[u8], from: i64, to: i64) -> (Vec<u8>, Vec<u8>) {
+        let mut low = self.window_prefix(key, from);
+        low.extend_from_slice(&[0; 4]);
+        let mut high = self.window_prefix(key, to);
+        high.extend_from_slice(&[0xFF; 4]);
+        (low, high)
+    }
+
+    fn fetch_key(
+        &self,
+        stream_time: i64,
+        key: &[u8],
+        (time_from, time_to): (i64, i64),
+        backward: bool,
+    ) -> Result<WindowFetchIter> {
+        let from = time_from.max(self.segments.min_live(stream_time));
+        let mut ranges = Vec::new();
+        for segment in self.segments.live_overlapping(stream_time, from, time_to) {
+            let first = segment.saturating_mul(self.segments.interval);
+            let last = first.saturating_add(self.segments.interval - 1);
+            let (low, high) = self.window_bounds(key, from.max(first), time_to.min(last));
+            ranges.push((Bound::Included(low), Bound::Included(high)));
+        }
+        if backward {
+            ranges.reverse();
+        }
+        let iter = SegmentedIter::new(Arc::clone(&self.store), ranges, backward);
+        Ok(Box::new(iter.map(|item| {
+            let (entry, value) = item?;
+            Ok((decode_entry(&entry)?.1, value))
+        })))
+    }
+
+    fn fetch_every(&self, time_from: i64, time_to: i64, backward: bool) -> Result<WindowEntryIter> {
+        let stream_time = self.state.lock().stream_time;
+        let from = time_from.max(self.segments.min_live(stream_time));
+        let mut ranges: Vec<_> = self
+            .segments
+            .live_overlapping(stream_time, from, time_to)
+            .into_iter()
+            .map(|segment| {
+                let (low, high) = store_api::bounds::prefix_bounds(&encode_ts(segment));
+                (low, high)
+            })
+            .collect();
+        if backward {
+            ranges.reverse();
+        }
+        let iter = SegmentedIter::new(Arc::clone(&self.store), ranges, backward);
+        Ok(Box::new(iter.filter_map(move |item| {
+            let decoded = item.and_then(|(entry, value)| {
+                let (key, start) = decode_entry(&entry)?;
+                Ok(WindowEntry { key, start, value })
+            });
+            match decoded {
+                Ok(entry) if entry.start < from || entry.start > time_to => None,
+                other => Some(other),
+            }
+        })))
+    }
+}
+
+/// The key and window start of an entry key.
+fn decode_entry(entry: &[u8]) -> Result<(Vec<u8>, i64)> {
+    let body = entry
+        .get(8..)
+        .filter(|body| body.len() >= 14)
+        .ok_or_else(|| Error::Corruption("a short window key".into()))?;
+    let (key, used) = read_key(body)?;
+    let start = decode_ts(body.get(used..used + 8).unwrap_or_default())?;
+    if body.len() != used + 12 {
+        return Err(Error::Corruption("a window key of the wrong length".into()));
+    }
+    Ok((key, start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tumbling_and_hopping_starts() {
+        let tumbling = TimeWindows::tumbling(60_000).unwrap();
+        assert_eq!(tumbling.starts_for(0), vec![0]);
+        assert_eq!(tumbling.starts_for(59_999), vec![0]);
+        assert_eq!(tumbling.starts_for(60_000), vec![60_000]);
+        assert_eq!(tumbling.starts_for(-1), vec![-60_000]);
+        let hopping = TimeWindows::hopping(10, 5).unwrap();
+        assert_eq!(hopping.starts_for(12), vec![5, 10]);
+        assert_eq!(hopping.starts_for(10), vec![5, 10]);
+        let uneven = TimeWindows::hopping(10, 3).unwrap();
+        assert_eq!(uneven.starts_for(10), vec![3, 6, 9]);
+        assert_eq!(
+            TimeWindows::tumbling(10)
+                .unwrap()
+                .starts_for(i64::MAX)
+                .len(),
+            1
+        );
+        assert!(TimeWindows::hopping(10, 11).is_err());
+        assert!(TimeWindows::tumbling(0).is_err());
+        assert!(tumbling.with_grace(-1).is_err());
+    }
+}
