@@ -6,10 +6,24 @@ use std::sync::Arc;
 
 use store_api::{Error, KeyValueStore, KvIter, KvPair, Result, WriteBatch};
 
-/// The key of a store's own bookkeeping (its stream time). Every data key of the segmented
-/// stores is at least 8 bytes long, so the empty key sorts before all of them and no data range
-/// ever contains it.
+/// The key of a store's own bookkeeping (its stream time).
 pub(crate) const META_KEY: &[u8] = b"";
+
+/// The first byte of every data key of the window and session stores. The stores never read
+/// or write a key starting with `0x00` ([`APP_KEY_TAG`]) other than [`META_KEY`].
+pub(crate) const DATA_TAG: u8 = 0x01;
+
+/// The first byte of keys an application may keep in the same underlying store as a window,
+/// session or versioned store, such as its input position, so that one commit of a
+/// `LoggedStore` carries both.
+pub const APP_KEY_TAG: u8 = 0x00;
+
+/// The prefix of every data key in `segment`: [`DATA_TAG`] and the segment id.
+pub(crate) fn segment_prefix(segment: i64) -> [u8; 9] {
+    let mut out = [DATA_TAG; 9];
+    out[1..].copy_from_slice(&encode_ts(segment));
+    out
+}
 
 /// A timestamp as 8 big-endian bytes with the sign bit flipped, so byte order is numeric order.
 pub(crate) fn encode_ts(ts: i64) -> [u8; 8] {
@@ -152,8 +166,8 @@ impl Segments {
         if first_live <= cleaned_below {
             return Ok(cleaned_below);
         }
-        let from = encode_ts(cleaned_below);
-        let to = encode_ts(first_live);
+        let from = segment_prefix(cleaned_below);
+        let to = segment_prefix(first_live);
         for entry in store.range(Bound::Included(&from), Bound::Excluded(&to))? {
             batch.delete(entry?.0);
         }

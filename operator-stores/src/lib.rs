@@ -4,6 +4,7 @@
 //! their shape.
 
 mod layout;
+pub use layout::APP_KEY_TAG;
 pub mod session;
 pub mod versioned;
 pub mod window;

@@ -3,13 +3,14 @@
 //! which merges a record into the sessions within an inactivity gap.
 //!
 //! # Key layout
-//! One entry per session in the underlying store, which the session store must own alone:
+//! One entry per session in the underlying store:
 //! ```text
-//! segment of the end (8) | key, escaped and terminated | end (8) | start (8)
+//! 0x01 | segment of the end (8) | key, escaped and terminated | end (8) | start (8)
 //! ```
 //! with the same encodings as the [window store](crate::window): sign-flipped big-endian
 //! timestamps, `0x00`-escaped keys ending in `0x00 0x00`, `segment = end.div_euclid(interval)`.
-//! The empty key holds the stream time: the latest session end put or record merged.
+//! The empty key holds the stream time: the latest session end put or record merged. Keys
+//! starting with [`APP_KEY_TAG`](crate::APP_KEY_TAG) (`0x00`) are the application's.
 //!
 //! # What a range costs
 //! [`find_sessions`](SessionStore::find_sessions)`(key, earliest_end, latest_start)` is one
@@ -30,7 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
-use crate::layout::{META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key};
+use crate::layout::{
+    META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key, segment_prefix,
+};
 use crate::window::{DropCounts, PutOutcome};
 
 /// A key's session: activity from `start` to `end`, both inclusive, in milliseconds.
@@ -182,7 +185,8 @@ pub struct SessionStore {
 }
 
 impl SessionStore {
-    /// Opens a session store kept in `store`, which it must own alone.
+    /// Opens a session store kept in `store`, which holds nothing else but keys starting with
+    /// [`APP_KEY_TAG`](crate::APP_KEY_TAG).
     ///
     /// # Errors
     /// `InvalidArgument` for a bad configuration, or a store error.
@@ -387,8 +391,8 @@ impl SessionStore {
     }
 
     fn bound_key(&self, key: &[u8], end: i64, start: i64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(key.len() + 26);
-        out.extend_from_slice(&encode_ts(self.segments.segment(end)));
+        let mut out = Vec::with_capacity(key.len() + 27);
+        out.extend_from_slice(&segment_prefix(self.segments.segment(end)));
         push_key(&mut out, key);
         out.extend_from_slice(&encode_ts(end));
         out.extend_from_slice(&encode_ts(start));
@@ -428,7 +432,7 @@ impl SessionStore {
 
 fn decode_entry(entry: &[u8]) -> Result<Session> {
     let body = entry
-        .get(8..)
+        .get(9..)
         .ok_or_else(|| Error::Corruption("a short session key".into()))?;
     let (key, used) = read_key(body)?;
     if body.len() != used + 16 {

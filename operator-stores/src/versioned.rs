@@ -11,7 +11,8 @@
 //! version.
 //!
 //! # Key layout
-//! In the underlying store, which the versioned store must own alone:
+//! In the underlying store (keys starting with [`APP_KEY_TAG`](crate::APP_KEY_TAG), `0x00`, are
+//! the application's):
 //! ```text
 //! 0x01 | key, escaped and terminated | timestamp (8)                    a version: 0x01 value, or 0x00 (tombstone)
 //! 0x02 | dead time (8) | key, escaped and terminated | timestamp (8)    cleanup index, empty value
@@ -90,7 +91,8 @@ pub struct VersionedStore {
 }
 
 impl VersionedStore {
-    /// Opens a versioned store kept in `store`, which it must own alone, keeping history for
+    /// Opens a versioned store kept in `store`, which holds nothing else but keys starting with
+    /// [`APP_KEY_TAG`](crate::APP_KEY_TAG), keeping history for
     /// `history_retention_ms` before the stream time.
     ///
     /// # Errors

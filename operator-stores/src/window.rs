@@ -2,9 +2,9 @@
 //! segments, over any [`KeyValueStore`]; and [`TimeWindows`], tumbling and hopping windows.
 //!
 //! # Key layout
-//! One entry per window in the underlying store, which the window store must own alone:
+//! One entry per window in the underlying store:
 //! ```text
-//! segment (8) | key, escaped and terminated | window start (8) | sequence number (4)
+//! 0x01 | segment (8) | key, escaped and terminated | window start (8) | sequence number (4)
 //! ```
 //! Timestamps and segment ids are big-endian with the sign bit flipped, so byte order is time
 //! order; `segment = window_start.div_euclid(segment_interval)`. The key escapes `0x00` as
@@ -12,7 +12,10 @@
 //! interleave with another's. The sequence number is 0 unless the store
 //! [retains duplicates](WindowStoreConfig::retain_duplicates). The empty key holds the
 //! store's stream time, so it survives a restart: the latest window start
-//! [put](WindowStore::put) or record timestamp [aggregated](WindowStore::aggregate).
+//! [put](WindowStore::put) or record timestamp [aggregated](WindowStore::aggregate). Keys
+//! starting with [`APP_KEY_TAG`](crate::APP_KEY_TAG) (`0x00`) are the application's: the
+//! store never touches them, so an application can commit its input position with the
+//! windows in one `LoggedStore` commit.
 //!
 //! # What a range costs
 //! [`fetch`](WindowStore::fetch) of one key is one range per live segment overlapping
@@ -36,7 +39,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
-use crate::layout::{META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key};
+use crate::layout::{
+    META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key, segment_prefix,
+};
 
 /// Options of a [`WindowStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,7 +234,8 @@ pub struct WindowStore {
 }
 
 impl WindowStore {
-    /// Opens a window store kept in `store`, which it must own alone, reading its stream time
+    /// Opens a window store kept in `store`, which holds nothing else but keys starting with
+    /// [`APP_KEY_TAG`](crate::APP_KEY_TAG), reading its stream time
     /// back from it.
     ///
     /// # Errors
@@ -468,8 +474,8 @@ impl WindowStore {
 
     /// `segment | key | start`, the entry key without its sequence number.
     fn window_prefix(&self, key: &[u8], start: i64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(key.len() + 22);
-        out.extend_from_slice(&encode_ts(self.segments.segment(start)));
+        let mut out = Vec::with_capacity(key.len() + 23);
+        out.extend_from_slice(&segment_prefix(self.segments.segment(start)));
         push_key(&mut out, key);
         out.extend_from_slice(&encode_ts(start));
         out
@@ -518,7 +524,7 @@ impl WindowStore {
             .live_overlapping(stream_time, from, time_to)
             .into_iter()
             .map(|segment| {
-                let (low, high) = store_api::bounds::prefix_bounds(&encode_ts(segment));
+                let (low, high) = store_api::bounds::prefix_bounds(&segment_prefix(segment));
                 (low, high)
             })
             .collect();
@@ -542,7 +548,7 @@ impl WindowStore {
 /// The key and window start of an entry key.
 fn decode_entry(entry: &[u8]) -> Result<(Vec<u8>, i64)> {
     let body = entry
-        .get(8..)
+        .get(9..)
         .filter(|body| body.len() >= 14)
         .ok_or_else(|| Error::Corruption("a short window key".into()))?;
     let (key, used) = read_key(body)?;
