@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A local Kafka-protocol broker (tansu) on loopback for the Kafka changelog's integration tests.
 #
+#   scripts/broker.sh install  install tansu if missing (nothing else)
 #   scripts/broker.sh start    install tansu if missing, start it, print the bootstrap address
 #   scripts/broker.sh stop     stop it and remove its working directory
 #   scripts/broker.sh status   print the bootstrap address and pid; exit 1 when not running
@@ -139,11 +140,12 @@ status() {
 }
 
 case "${1:-}" in
+  install) install_tansu ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
   *)
-    echo "usage: $0 start|stop|status" >&2
+    echo "usage: $0 install|start|stop|status" >&2
     exit 2
     ;;
 esac

@@ -6,9 +6,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+# The broker builds in the background while the workspace compiles: a build has stretches
+# (linking, one large crate) that leave a core idle.
+broker_log=$(mktemp "${TMPDIR:-/tmp}/statestore-broker-install.XXXXXX")
+scripts/broker.sh install >"$broker_log" 2>&1 &
+broker_install=$!
 
+cargo fmt --all -- --check
+# Clippy under the test profile: `cargo test` builds every dependency under it, and a build
+# script's output is keyed by profile, so under `dev` RocksDB and librdkafka would be compiled
+# a second time.
+cargo clippy --workspace --all-targets --profile test -- -D warnings
+
+if ! wait "$broker_install"; then
+    cat "$broker_log" >&2
+    echo "test.sh: installing the broker failed" >&2
+    exit 1
+fi
+rm -f "$broker_log"
 STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)
 export STATESTORE_KAFKA_BOOTSTRAP
 trap 'scripts/broker.sh stop' EXIT
