@@ -6,6 +6,7 @@
 //! default, one machine), Kafka through rdkafka (many machines), and memory (tests).
 
 mod checkpoint;
+mod commits;
 mod file;
 #[cfg(feature = "kafka")]
 mod kafka;
@@ -19,12 +20,18 @@ pub use checkpoint::{
     CHECKPOINT_FILE, CHECKPOINT_TMP_FILE, Checkpoint, CheckpointEntries, TopicPartition,
     read_checkpoint, write_checkpoint,
 };
-pub use file::{CompactionStats, FileLog, FileLogConfig, RecoveryMode, SyncPolicy};
+pub use commits::{CommitReader, Released, last_commit_end};
+pub use file::{
+    CompactionStats, DEFAULT_MAX_RECORD_BYTES, FileLog, FileLogConfig, RecoveryMode, SyncPolicy,
+};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaLog};
 pub use logged::{LoggedStore, LoggedStoreConfig};
-pub use memory::MemoryLog;
-pub use record::{Changelog, ChangelogRecord};
+pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
+pub use record::{
+    COMMIT_MARKER_KEY, Changelog, ChangelogRecord, Framing, RecordKind, check_append, check_record,
+    marker_op,
+};
 pub use restore::{
     DEFAULT_RESTORE_BATCH_RECORDS, NoopRestoreListener, RestoreListener, RestoreOutcome, restore,
     wipe,

@@ -4,10 +4,14 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use store_api::limits::{check_key, check_value};
 use store_api::{BatchOp, Result};
 
+use crate::record::{Framing, RecordKind, check_append, marker_op};
 use crate::{Changelog, ChangelogRecord};
+
+/// The largest record a [`MemoryLog`] accepts unless told otherwise: 16 MiB of key and value,
+/// the file log's default too.
+pub const DEFAULT_MEMORY_MAX_RECORD_LEN: usize = 16 << 20;
 
 /// A changelog partition kept in memory: nothing survives the process, and `sync` does
 /// nothing.
@@ -36,16 +40,25 @@ pub struct MemoryLog {
 struct Shared {
     topic: String,
     partition: u32,
-    records: RwLock<Vec<BatchOp>>,
+    max_record_len: usize,
+    records: RwLock<Vec<(BatchOp, RecordKind)>>,
 }
 
 impl MemoryLog {
-    /// An empty log of `partition` of `topic`.
+    /// An empty log of `partition` of `topic` that accepts records of up to
+    /// [`DEFAULT_MEMORY_MAX_RECORD_LEN`] bytes.
     pub fn new(topic: &str, partition: u32) -> Self {
+        Self::with_max_record_len(topic, partition, DEFAULT_MEMORY_MAX_RECORD_LEN)
+    }
+
+    /// An empty log of `partition` of `topic` that accepts records of up to `max_record_len`
+    /// bytes of key and value.
+    pub fn with_max_record_len(topic: &str, partition: u32, max_record_len: usize) -> Self {
         MemoryLog {
             shared: Arc::new(Shared {
                 topic: topic.to_string(),
                 partition,
+                max_record_len,
                 records: RwLock::new(Vec::new()),
             }),
         }
@@ -71,14 +84,22 @@ impl Changelog for MemoryLog {
         self.shared.partition
     }
 
-    fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
-        for op in ops {
-            check_key(op.key())?;
-            op.value().map_or(Ok(()), check_value)?;
-        }
+    fn max_record_len(&self) -> usize {
+        self.shared.max_record_len
+    }
+
+    fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
+        check_append(ops, self.shared.max_record_len)?;
+        let kind = match framing {
+            Framing::Unframed => RecordKind::Unframed,
+            Framing::Open | Framing::Commit => RecordKind::Framed,
+        };
         let mut records = self.shared.records.write();
         let start = records.len() as u64;
-        records.extend_from_slice(ops);
+        records.extend(ops.iter().map(|op| (op.clone(), kind)));
+        if framing == Framing::Commit {
+            records.push((marker_op(), RecordKind::CommitMarker));
+        }
         Ok(start..records.len() as u64)
     }
 
@@ -93,9 +114,10 @@ impl Changelog for MemoryLog {
         Ok(records[start..end]
             .iter()
             .zip(from..)
-            .map(|(op, offset)| ChangelogRecord {
+            .map(|((op, kind), offset)| ChangelogRecord {
                 offset,
                 op: op.clone(),
+                kind: *kind,
             })
             .collect())
     }

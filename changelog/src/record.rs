@@ -1,20 +1,126 @@
-//! The changelog trait and its record.
+//! The changelog trait, its record, and commit framing.
 
 use std::fmt::Debug;
 use std::ops::Range;
 
-use store_api::{BatchOp, Result};
+use store_api::{BatchOp, Error, Result};
 
-/// One record of a changelog: an update of `key` at `offset`.
+/// The key of every commit marker record.
+///
+/// A Kafka topic is compacted by key, so a marker needs one; all markers share it, so
+/// compaction keeps only the latest marker, which is all a reader ever needs (see
+/// [`Changelog`]'s contract). Every log refuses an update of this key with `InvalidArgument`,
+/// so compaction never mistakes a user's record for a marker or drops one for it.
+pub const COMMIT_MARKER_KEY: &[u8] = b"\xffstatestore\x00commit\xff";
+
+/// How the records of one [`append_framed`](Changelog::append_framed) are framed into commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Framing {
+    /// Records outside any commit, as every version before commit framing wrote them (and as
+    /// [`append`](Changelog::append) writes them): each one counts as a commit of its own.
+    Unframed,
+    /// Records of a commit that a later append closes; until then no reader applies them.
+    Open,
+    /// The last records of a commit, followed by the commit marker this append writes after
+    /// them: the marker gets the last offset of the returned range. With no records, the
+    /// append writes the marker alone.
+    Commit,
+}
+
+/// What a record read from a changelog is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    /// An update written without framing: it ends a commit of its own.
+    Unframed,
+    /// An update inside a commit, applied only once a later record ends a commit.
+    Framed,
+    /// A commit marker: it ends the commit of the framed records before it. It holds no
+    /// update; its `op` is a put of [`COMMIT_MARKER_KEY`] to an empty value and is never
+    /// applied to a store.
+    CommitMarker,
+}
+
+impl RecordKind {
+    /// True for a record that ends a commit: a marker or an unframed update.
+    pub fn ends_commit(self) -> bool {
+        self != RecordKind::Framed
+    }
+}
+
+/// One record of a changelog: an update of `key` at `offset`, or a commit marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangelogRecord {
     /// The record's position in its partition. Offsets ascend but may have gaps (compaction).
     pub offset: u64,
-    /// The update: a put, or a delete (a tombstone).
+    /// The update: a put, or a delete (a tombstone). For a marker, see
+    /// [`RecordKind::CommitMarker`].
     pub op: BatchOp,
+    /// How the record is framed.
+    pub kind: RecordKind,
 }
 
-/// An append-only log of one (topic, partition).
+impl ChangelogRecord {
+    /// An unframed update, as [`append`](Changelog::append) writes one.
+    pub fn unframed(offset: u64, op: BatchOp) -> Self {
+        ChangelogRecord {
+            offset,
+            op,
+            kind: RecordKind::Unframed,
+        }
+    }
+
+    /// A commit marker at `offset`.
+    pub fn marker(offset: u64) -> Self {
+        ChangelogRecord {
+            offset,
+            op: marker_op(),
+            kind: RecordKind::CommitMarker,
+        }
+    }
+}
+
+/// The operation a commit marker carries: a put of [`COMMIT_MARKER_KEY`] to an empty value.
+pub fn marker_op() -> BatchOp {
+    BatchOp::Put {
+        key: COMMIT_MARKER_KEY.to_vec(),
+        value: Vec::new(),
+    }
+}
+
+/// Checks `ops` for an append to a log that accepts records of up to `max_record_len` bytes
+/// of key and value, before anything is written.
+///
+/// # Errors
+/// `InvalidArgument` for a key over the store limits, a record over `max_record_len`, or an
+/// update of [`COMMIT_MARKER_KEY`].
+pub fn check_append(ops: &[BatchOp], max_record_len: usize) -> Result<()> {
+    ops.iter().try_for_each(|op| {
+        check_record(op.key(), op.value().map_or(0, <[u8]>::len), max_record_len)
+    })
+}
+
+/// Checks one update of `key` with `value_len` value bytes as [`check_append`] does.
+///
+/// # Errors
+/// As [`check_append`].
+pub fn check_record(key: &[u8], value_len: usize, max_record_len: usize) -> Result<()> {
+    store_api::limits::check_key(key)?;
+    if key == COMMIT_MARKER_KEY {
+        return Err(Error::invalid(
+            "the key is reserved for the changelog's commit markers",
+        ));
+    }
+    if key.len().saturating_add(value_len) > max_record_len {
+        return Err(Error::invalid(format!(
+            "a record of {} key bytes and {value_len} value bytes exceeds this changelog's \
+             largest record of {max_record_len} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// An append-only log of one (topic, partition), framed into commits.
 ///
 /// # Contract
 /// - Offsets are assigned in append order and strictly ascend. Records appended in one call
@@ -25,6 +131,34 @@ pub struct ChangelogRecord {
 /// - Compaction and retention may remove records below [`end_offset`](Changelog::end_offset),
 ///   raising [`start_offset`](Changelog::start_offset) or leaving gaps, but they never remove
 ///   the latest record of a key.
+///
+/// # Commits
+/// A commit is the records of one [`append_framed`](Changelog::append_framed) with
+/// [`Framing::Commit`], after those of any [`Framing::Open`] appends before it, closed by the
+/// commit marker the call writes last. A reader (see [`CommitReader`](crate::CommitReader))
+/// sees a commit's records all together or not at all:
+/// - a record is applied once a record at or after it ends a commit: a marker, or an
+///   unframed record ([`RecordKind::ends_commit`]); framed records after the last such record
+///   (a commit torn by a crash, or abandoned by a writer that died) are not applied;
+/// - a reader never needs an older marker than the last one it reads: compaction may remove
+///   all but the latest marker, merging the commits before it, which a reader then applies
+///   together;
+/// - records written before framing existed are unframed, so each one is applied as it is
+///   read, exactly as before.
+///
+/// A commit abandoned in the middle of the log (its writer died and a new writer restored
+/// the state before it and committed more) would be applied by a later reader together with
+/// the commit after it. So a writer that finds framed records after the last commit end
+/// re-appends, for every key among them, the value its restored store holds (or a tombstone)
+/// in its next commit, before anything else: [`LoggedStore::open`](crate::LoggedStore::open)
+/// does it at once. Replaying up to that commit's marker then yields exactly the restored
+/// state, abandoned records included.
+///
+/// Until that repair, a compaction that took an abandoned record for the latest of its key
+/// would drop the committed record before it. The file log's compaction does not count
+/// records after the last commit end; Kafka's cleaner never compacts the active segment, so
+/// only an abandoned tail left unrepaired in a rolled segment for longer than the topic's
+/// compaction lag is exposed.
 pub trait Changelog: Send + Sync + Debug + 'static {
     /// The topic name, such as `app-counts-changelog`.
     fn topic(&self) -> &str;
@@ -32,13 +166,29 @@ pub trait Changelog: Send + Sync + Debug + 'static {
     /// The partition number.
     fn partition(&self) -> u32;
 
-    /// Appends `ops` in order and returns the offsets they were given (empty for no ops).
+    /// The largest record this log accepts: key bytes plus value bytes. An append holding a
+    /// larger record fails with `InvalidArgument` and writes nothing.
+    fn max_record_len(&self) -> usize;
+
+    /// Appends `ops` in order, framed as `framing` says, and returns the offsets written
+    /// (the marker's included).
     ///
     /// # Errors
-    /// `InvalidArgument` for an oversized key or value, `Closed`, `Timeout` when a remote log
-    /// does not acknowledge in time, or `Io`. After an error, no offset of this call is
-    /// promised to be readable or not.
-    fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>>;
+    /// `InvalidArgument` for an oversized key or record, or an update of
+    /// [`COMMIT_MARKER_KEY`], before anything is written; `Closed`; `Timeout` when a remote
+    /// log does not acknowledge in time; or `Io`. After another error, no offset of this call
+    /// is promised to be readable or not, and a reader may find any prefix of the call's
+    /// records: framing keeps a torn commit from being applied.
+    fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>>;
+
+    /// Appends `ops` unframed (each record ends a commit of its own) and returns the offsets
+    /// they were given (empty for no ops).
+    ///
+    /// # Errors
+    /// As [`append_framed`](Changelog::append_framed).
+    fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
+        self.append_framed(ops, Framing::Unframed)
+    }
 
     /// Waits until every record appended so far is durable under the log's sync policy.
     ///
@@ -46,8 +196,8 @@ pub trait Changelog: Send + Sync + Debug + 'static {
     /// `Io` or `Timeout`. A file log that failed to sync refuses further appends.
     fn sync(&self) -> Result<()>;
 
-    /// Up to `max_records` records with offsets at or after `from`, in offset order. Empty when
-    /// `from` is at or past the end.
+    /// Up to `max_records` records with offsets at or after `from`, in offset order, commit
+    /// markers included. Empty when `from` is at or past the end.
     ///
     /// # Errors
     /// `Corruption` for a record that fails its checksum, `Io`, `Timeout`, or `Closed`.

@@ -16,6 +16,7 @@ use std::ops::Bound;
 use store_api::{BatchOp, KeyValueStore, Result, WriteBatch};
 
 use crate::checkpoint::Checkpoint;
+use crate::commits::CommitReader;
 use crate::record::Changelog;
 
 /// Records per restore `WriteBatch` unless configured otherwise: 1000, as many as Kafka
@@ -59,15 +60,16 @@ pub struct RestoreOutcome {
     pub wiped: bool,
     /// The first offset replayed from.
     pub from: u64,
-    /// The number of records replayed.
+    /// The number of updates replayed (commit markers are not counted).
     pub records: u64,
-    /// The offset of the last record the store now holds (what the checkpoint says), or `None`
-    /// when it holds none (an empty log).
+    /// The offset of the last commit end the store now holds (what the checkpoint says), or
+    /// `None` when it holds none (an empty log, or one holding only a torn commit).
     pub checkpoint: Option<u64>,
 }
 
 /// Replays `log` into `store` from `checkpoint`'s entry for the log, in `WriteBatch`es of
-/// `batch_records` records, then flushes the store and checkpoints the last record applied.
+/// `batch_records` records, up to the last record that ends a commit (see [`Changelog`]),
+/// then flushes the store and checkpoints that record.
 ///
 /// # Errors
 /// Any error of the log, the store or the checkpoint file. A failed restore leaves the
@@ -108,12 +110,23 @@ pub fn restore(
             start
         }
     };
-    listener.on_start(topic, partition, from, end);
-    let (records, applied) = replay(store, log, from, end, batch_records.max(1), listener)?;
+    let mut reader = CommitReader::new(log, from);
+    // Only records up to the last commit end are replayed: a commit torn at the tail is
+    // left out whole.
+    let target = reader.catch_up(end, batch_records.max(1))?;
+    listener.on_start(topic, partition, from, target.map_or(from, |t| t + 1));
+    let records = replay(
+        store,
+        log,
+        &mut reader,
+        target,
+        batch_records.max(1),
+        listener,
+    )?;
     store.flush()?;
-    // The last record applied, not `end - 1`: a log that answered short never gets a
+    // The last commit end applied, not the target: a log that answered short never gets a
     // checkpoint vouching for records the store did not receive.
-    let last = applied.or(resume);
+    let last = reader.committed().or(resume);
     if let Some(last) = last {
         checkpoint.set(topic, partition, last)?;
     }
@@ -126,37 +139,39 @@ pub fn restore(
     })
 }
 
-/// Applies the records of `log` in `[from, end)` to `store`, batch by batch, and returns how
-/// many were applied and the offset of the last one. Records appended after `end` was read
-/// are left for the next commit.
+/// Applies the updates the reader releases up to `target` to `store`, batch by batch, and
+/// returns how many were applied. A commit larger than a batch is applied in several store
+/// batches; the checkpoint is only written once the restore reached a commit end.
 fn replay(
     store: &dyn KeyValueStore,
     log: &dyn Changelog,
-    mut from: u64,
-    end: u64,
+    reader: &mut CommitReader<'_>,
+    target: Option<u64>,
     batch_records: usize,
     listener: &mut dyn RestoreListener,
-) -> Result<(u64, Option<u64>)> {
+) -> Result<u64> {
+    let Some(target) = target else {
+        return Ok(0);
+    };
     let mut total = 0u64;
-    let mut applied = None;
-    while from < end {
-        let mut records = log.read(from, batch_records)?;
-        let Some(last_read) = records.last().map(|record| record.offset) else {
-            break;
-        };
-        from = last_read + 1;
-        // A log with gaps may answer with records at or past `end`; they are not ours yet.
-        records.retain(|record| record.offset < end);
-        let Some(batch_end) = records.last().map(|record| record.offset) else {
+    while reader.position() <= target {
+        let released = reader.read(batch_records)?;
+        let Some(last_read) = released.last_read else {
+            // Nothing at or below the target: the log answered short, or its records up to
+            // the target were compacted away meanwhile (then the reader moved past it).
+            if reader.position() <= target {
+                break;
+            }
             continue;
         };
-        let count = records.len();
-        store.write(records.into_iter().map(|record| record.op).collect())?;
+        let count = released.ops.len();
+        if count > 0 {
+            store.write(released.ops.into_iter().collect())?;
+        }
         total += count as u64;
-        applied = Some(batch_end);
-        listener.on_batch(log.topic(), log.partition(), batch_end, count);
+        listener.on_batch(log.topic(), log.partition(), last_read, count);
     }
-    Ok((total, applied))
+    Ok(total)
 }
 
 fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {

@@ -74,10 +74,7 @@ fn segments_roll_at_segment_bytes_and_are_named_by_base_offset() {
         assert!(*len <= 16 + 5 * RECORD_LEN, "{path:?} is {len} bytes");
     }
     let expected: Vec<_> = (0..40)
-        .map(|i| ChangelogRecord {
-            offset: i,
-            op: op(i),
-        })
+        .map(|i| ChangelogRecord::unframed(i, op(i)))
         .collect();
     assert_eq!(all(&log), expected);
     drop(log);
@@ -111,8 +108,16 @@ fn record_larger_than_a_segment_gets_a_segment_of_its_own() {
     assert_eq!(log.read(1, 1).unwrap()[0].op, big);
 }
 
+/// The `i`-th update of ten keys written over and over, as long as [`op`]'s records.
+fn overwrite(i: u64) -> BatchOp {
+    BatchOp::Put {
+        key: format!("key-{:06}", i % 10).into_bytes(),
+        value: format!("value-{i:06}").into_bytes(),
+    }
+}
+
 #[test]
-fn retention_deletes_oldest_segments_and_raises_start_offset() {
+fn retention_deletes_superseded_segments_and_raises_start_offset() {
     let dir = tempfile::tempdir().unwrap();
     let segment_bytes = 16 + 10 * RECORD_LEN;
     let retained = FileLogConfig {
@@ -120,30 +125,73 @@ fn retention_deletes_oldest_segments_and_raises_start_offset() {
         ..config(segment_bytes)
     };
     let log = open(dir.path(), retained.clone());
-    for i in 0..10 {
-        log.append(&ops(i * 10..i * 10 + 10)).unwrap();
+    for round in 0..10 {
+        let updates: Vec<BatchOp> = (round * 10..round * 10 + 10).map(overwrite).collect();
+        log.append(&updates).unwrap();
     }
+    // Round 9 rewrote every key, so every closed segment was left empty and deleted.
     let files = segments(&log);
-    let total: u64 = files.iter().map(|(_, len)| len).sum();
-    assert!(total <= 3 * segment_bytes, "{total} bytes kept: {files:?}");
-    let start = log.start_offset().unwrap();
-    assert_eq!(start, base_of(&files[0].0));
-    assert!(
-        start >= 60,
-        "start offset {start} after deleting old segments"
-    );
-    let kept = all(&log);
-    assert_eq!(
-        kept.first().map(|r| r.offset),
-        Some(start),
-        "read from 0 starts at the start"
-    );
-    assert_eq!(kept.len() as u64, 100 - start);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(log.start_offset().unwrap(), 90);
+    let expected: Vec<_> = (90..100)
+        .map(|i| ChangelogRecord::unframed(i, overwrite(i)))
+        .collect();
+    assert_eq!(all(&log), expected);
     drop(log);
     let log = open(dir.path(), retained);
     assert_eq!(
         (log.start_offset().unwrap(), log.end_offset().unwrap()),
-        (start, 100)
+        (90, 100)
+    );
+    assert_eq!(all(&log), expected);
+}
+
+/// Issue 8, point 4: retention over its limit still keeps the latest record of every key.
+/// Key `key-000000` is written once, first; the others again and again after it: the first
+/// segment keeps that record, and a store restored from the log holds every key.
+#[test]
+fn retention_keeps_the_latest_record_of_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let retained = FileLogConfig {
+        retention_bytes: Some(0),
+        ..config(16 + 4 * RECORD_LEN)
+    };
+    let log = open(dir.path(), retained.clone());
+    let once = op(0);
+    log.append(std::slice::from_ref(&once)).unwrap();
+    let updates: Vec<BatchOp> = (0..60).map(|i| overwrite(i % 9 + 1 + i / 9 * 10)).collect();
+    for chunk in updates.chunks(5) {
+        log.append(chunk).unwrap();
+    }
+    let kept = all(&log);
+    assert_eq!(
+        kept.first(),
+        Some(&ChangelogRecord::unframed(0, once.clone()))
+    );
+    assert_eq!(
+        log.start_offset().unwrap(),
+        0,
+        "the segment of key-000000 stays"
+    );
+    let mut latest = std::collections::BTreeMap::new();
+    for record in &kept {
+        latest.insert(record.op.key().to_vec(), record.op.clone());
+    }
+    let mut expected = std::collections::BTreeMap::new();
+    for update in std::iter::once(&once).chain(&updates) {
+        expected.insert(update.key().to_vec(), update.clone());
+    }
+    assert_eq!(latest, expected, "the latest record of every key");
+    assert!(
+        segments(&log).len() < 16,
+        "superseded segments were deleted"
+    );
+    // Once key-000000 is written again, its first segment goes at the next roll.
+    log.append(&[overwrite(1000), op(5000), op(5001), op(5002), op(5003)])
+        .unwrap();
+    assert!(
+        log.start_offset().unwrap() > 0,
+        "the first segment was deleted"
     );
 }
 
@@ -155,7 +203,8 @@ fn retention_never_deletes_the_active_segment() {
         ..config(16 + 4 * RECORD_LEN)
     };
     let log = open(dir.path(), retained);
-    log.append(&ops(0..10)).unwrap();
+    let same_key: Vec<BatchOp> = (0..10).map(|i| overwrite(i * 10)).collect();
+    log.append(&same_key).unwrap();
     assert_eq!(segments(&log).len(), 1);
     assert_eq!(log.start_offset().unwrap(), 8);
     assert_eq!(all(&log).len(), 2);

@@ -172,10 +172,7 @@ fn compaction_runs_alongside_appends_and_reads() {
     });
     log.compact().unwrap();
     let expected: Vec<ChangelogRecord> = (0..2000)
-        .map(|i| ChangelogRecord {
-            offset: i,
-            op: update(i),
-        })
+        .map(|i| ChangelogRecord::unframed(i, update(i)))
         .collect();
     assert_eq!(replay(&all(&log)), replay(&expected));
     assert_eq!(log.end_offset().unwrap(), 2000);

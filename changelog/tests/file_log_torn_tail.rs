@@ -2,6 +2,10 @@
 //! records, and every byte of them flipped. Opening must recover exactly the whole records
 //! before the damage (or fail with `Corruption` under `RecoveryMode::Fail`), never panic, and
 //! appends must continue after recovery.
+//!
+//! Then whole commits: a `LoggedStore`'s last commit cut at every byte (within one segment,
+//! and spanning segment rolls, killed between the segments) restores the state after the
+//! commit before it, and commits made after the recovery restore exactly.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -34,10 +38,7 @@ fn op(i: u64) -> BatchOp {
 fn records(ops: &[BatchOp]) -> Vec<ChangelogRecord> {
     ops.iter()
         .zip(0..)
-        .map(|(op, offset)| ChangelogRecord {
-            offset,
-            op: op.clone(),
-        })
+        .map(|(op, offset)| ChangelogRecord::unframed(offset, op.clone()))
         .collect()
 }
 
@@ -110,10 +111,7 @@ fn check_recovers(dir: &Path, ops: &[BatchOp], whole: usize, what: &str) {
     drop(log);
     let log = open(dir, RecoveryMode::Fail).unwrap_or_else(|err| panic!("{what}: {err}"));
     let mut expected = records(&ops[..whole]);
-    expected.push(ChangelogRecord {
-        offset: whole as u64,
-        op: extra,
-    });
+    expected.push(ChangelogRecord::unframed(whole as u64, extra));
     assert_eq!(
         log.read(0, 1000).expect("read after reopen"),
         expected,
@@ -242,5 +240,193 @@ fn torn_header_of_a_new_segment_restarts_it_empty() {
         assert_eq!(log.end_offset().unwrap(), base, "torn header {header:?}");
         assert_eq!(log.read(0, 100).unwrap(), records(&ops[..base as usize]));
         assert_eq!(log.append(&ops[base as usize..]).unwrap(), base..last);
+    }
+}
+
+mod commits {
+    use std::collections::BTreeMap;
+    use std::fs;
+    use std::ops::Bound;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use statestore_changelog::{
+        Checkpoint, FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, SyncPolicy,
+    };
+    use statestore_memory::{Config, MemoryStore};
+    use store_api::KeyValueStore;
+
+    use super::TOPIC;
+
+    type State = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    /// The writes of commit `n`: puts over a few keys, and a delete.
+    fn writes(n: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        (0..6u64)
+            .map(|i| {
+                let key = format!("key-{}", (n * 5 + i * 3) % 11).into_bytes();
+                let value = (i != 4).then(|| format!("commit {n} write {i}").into_bytes());
+                (key, value)
+            })
+            .collect()
+    }
+
+    fn apply(state: &mut State, n: u64) {
+        for (key, value) in writes(n) {
+            match value {
+                Some(value) => drop(state.insert(key, value)),
+                None => drop(state.remove(&key)),
+            }
+        }
+    }
+
+    /// Opens a logged memory store over the file log in `dir`, restoring everything.
+    fn open(dir: &Path, config: &FileLogConfig) -> (LoggedStore, tempfile::TempDir) {
+        let log = FileLog::open(dir, TOPIC, 0, config.clone()).expect("open the file log");
+        let cp_dir = tempfile::tempdir().expect("tempdir");
+        let checkpoint = Checkpoint::open(cp_dir.path().join(".checkpoint")).expect("cp");
+        let store = LoggedStore::open(
+            Arc::new(MemoryStore::new(Config::default())),
+            Arc::new(log),
+            Arc::new(checkpoint),
+            LoggedStoreConfig {
+                restore_batch_records: 4,
+                ..LoggedStoreConfig::default()
+            },
+        )
+        .expect("open the logged store");
+        (store, cp_dir)
+    }
+
+    fn commit(store: &LoggedStore, n: u64) {
+        for (key, value) in writes(n) {
+            match value {
+                Some(value) => store.put(&key, &value).expect("put"),
+                None => store.delete(&key).expect("delete"),
+            }
+        }
+        store.commit().expect("commit");
+    }
+
+    fn state(store: &LoggedStore) -> State {
+        store
+            .inner()
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .expect("range")
+            .collect::<Result<_, _>>()
+            .expect("scan")
+    }
+
+    fn segment_files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = fs::read_dir(dir.join(format!("{TOPIC}-0")))
+            .expect("list segments")
+            .map(|entry| entry.expect("entry").path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Writes commits 0 and 1, cuts commit 1 at every byte of the segment files (every
+    /// state a crash can leave, since a segment is complete and synced before the next one
+    /// is created), and checks each: the store restores the state after commit 0, or after
+    /// commit 1 only when its marker survived, and a commit made after recovery restores.
+    fn cut_last_commit_everywhere(config: &FileLogConfig) -> usize {
+        let written = tempfile::tempdir().expect("tempdir");
+        let (store, _cp) = open(written.path(), config);
+        commit(&store, 0);
+        let before: Vec<u64> = segment_files(written.path())
+            .iter()
+            .map(|file| fs::metadata(file).expect("size").len())
+            .collect();
+        commit(&store, 1);
+        drop(store);
+        let files = segment_files(written.path());
+        let contents: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).expect("read")).collect();
+        let (mut after_0, mut after_1) = (State::new(), State::new());
+        apply(&mut after_0, 0);
+        apply(&mut after_1, 0);
+        apply(&mut after_1, 1);
+        let mut cuts = 0;
+        // Commit 1 starts in the last segment commit 0 used, at its length then.
+        let first = before.len() - 1;
+        for (index, bytes) in contents.iter().enumerate().skip(first) {
+            let from = if index == first {
+                before[first] as usize
+            } else {
+                0
+            };
+            for cut in from..=bytes.len() {
+                let last = index == contents.len() - 1 && cut == bytes.len();
+                let expected = if last { &after_1 } else { &after_0 };
+                check_cut(&files, &contents, index, cut, config, expected);
+                cuts += 1;
+            }
+        }
+        cuts
+    }
+
+    /// Restores the log cut at byte `cut` of segment `index` (later segments gone), then
+    /// commits on top and restores that from scratch.
+    fn check_cut(
+        files: &[PathBuf],
+        contents: &[Vec<u8>],
+        index: usize,
+        cut: usize,
+        config: &FileLogConfig,
+        expected: &State,
+    ) {
+        let what = format!("segment {index} cut at byte {cut}");
+        let copy = tempfile::tempdir().expect("tempdir");
+        let part = copy.path().join(format!("{TOPIC}-0"));
+        fs::create_dir_all(&part).expect("mkdir");
+        for (i, (file, bytes)) in files.iter().zip(contents).enumerate().take(index + 1) {
+            let name = file.file_name().expect("file name");
+            let kept = if i == index {
+                &bytes[..cut]
+            } else {
+                &bytes[..]
+            };
+            fs::write(part.join(name), kept).expect("write the cut copy");
+        }
+        let (store, _cp) = open(copy.path(), config);
+        assert_eq!(&state(&store), expected, "{what}: restored");
+        commit(&store, 2);
+        drop(store);
+        let mut later = expected.clone();
+        apply(&mut later, 2);
+        let (store, _cp) = open(copy.path(), config);
+        assert_eq!(state(&store), later, "{what}: a commit after recovery");
+    }
+
+    #[test]
+    fn a_commit_cut_at_every_byte_restores_the_commit_before_it() {
+        let config = FileLogConfig {
+            sync: SyncPolicy::Never,
+            ..FileLogConfig::default()
+        };
+        let cuts = cut_last_commit_everywhere(&config);
+        assert!(cuts > 250, "only {cuts} cuts");
+    }
+
+    #[test]
+    fn a_commit_spanning_segment_rolls_killed_between_segments() {
+        // Segments of 200 bytes hold about three records: commit 1 spans three segments.
+        let config = FileLogConfig {
+            sync: SyncPolicy::Never,
+            segment_bytes: 200,
+            ..FileLogConfig::default()
+        };
+        let written = tempfile::tempdir().expect("tempdir");
+        let (store, _cp) = open(written.path(), &config);
+        commit(&store, 0);
+        let segments = segment_files(written.path()).len();
+        commit(&store, 1);
+        drop(store);
+        assert!(
+            segment_files(written.path()).len() >= segments + 2,
+            "commit 1 should span at least two rolls"
+        );
+        cut_last_commit_everywhere(&config);
     }
 }

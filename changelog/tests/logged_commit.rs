@@ -15,7 +15,7 @@ use std::thread;
 use logged_common::{TOPIC, checkpoint, file_log, memory_store, replay, scan};
 use parking_lot::RwLock;
 use statestore_changelog::{
-    Changelog, ChangelogRecord, FileLog, LoggedStore, LoggedStoreConfig, read_checkpoint,
+    Changelog, ChangelogRecord, FileLog, Framing, LoggedStore, LoggedStoreConfig, read_checkpoint,
 };
 use store_api::{BatchOp, ErrorKind, KeyValueStore, Result};
 
@@ -53,8 +53,11 @@ impl Changelog for ReopenableLog {
     fn partition(&self) -> u32 {
         0
     }
-    fn append(&self, ops: &[BatchOp]) -> Result<std::ops::Range<u64>> {
-        self.log().append(ops)
+    fn max_record_len(&self) -> usize {
+        self.log().max_record_len()
+    }
+    fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<std::ops::Range<u64>> {
+        self.log().append_framed(ops, framing)
     }
     fn sync(&self) -> Result<()> {
         self.log().sync()
@@ -113,7 +116,7 @@ fn a_failed_log_append_leaves_the_store_untouched_and_keeps_the_buffer() {
             .map(|e| e.len()),
         Some(1)
     );
-    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(1));
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(2));
     assert!(store.buffered_bytes() > 0, "the buffer was dropped");
     assert_eq!(store.get(b"a").expect("get"), None);
     assert_eq!(store.get(b"c").expect("get"), Some(b"2".to_vec()));
@@ -125,7 +128,7 @@ fn a_failed_log_append_leaves_the_store_untouched_and_keeps_the_buffer() {
     let expected = scan(&store);
     assert_eq!(scan(inner.as_ref()), expected);
     assert_eq!(replay(log.as_ref()), expected);
-    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(4));
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(6));
 }
 
 #[test]
@@ -147,7 +150,7 @@ fn a_failed_store_write_keeps_the_buffer_and_the_log_stays_the_truth() {
     let err = store.commit().expect_err("the store is closed");
     assert_eq!(err.kind(), ErrorKind::Closed);
     // The log acknowledged the writes; the checkpoint does not claim them.
-    assert_eq!(log.end_offset().expect("end"), 2);
+    assert_eq!(log.end_offset().expect("end"), 3);
     assert_eq!(store.checkpoint().get(TOPIC, 0), None);
     assert_eq!(store.get(b"a").expect("buffered"), Some(b"1".to_vec()));
     std::mem::forget(store);
@@ -162,7 +165,7 @@ fn a_failed_store_write_keeps_the_buffer_and_the_log_stays_the_truth() {
     .expect("reopen");
     assert!(rebuilt.restored().wiped);
     assert_eq!(rebuilt.get(b"b").expect("get"), Some(b"1".to_vec()));
-    assert_eq!(rebuilt.checkpoint().get(TOPIC, 0), Some(1));
+    assert_eq!(rebuilt.checkpoint().get(TOPIC, 0), Some(2));
 }
 
 #[test]
@@ -188,7 +191,7 @@ fn a_failed_checkpoint_write_keeps_the_buffer_and_a_retry_completes() {
     assert_eq!(err.kind(), ErrorKind::Io);
     assert_eq!(
         store.checkpoint().get(TOPIC, 0),
-        Some(0),
+        Some(1),
         "the checkpoint moved"
     );
     assert!(store.buffered_bytes() > 0, "the buffer was dropped");
@@ -198,13 +201,13 @@ fn a_failed_checkpoint_write_keeps_the_buffer_and_a_retry_completes() {
     std::fs::create_dir(&task).expect("mkdir");
     store.commit().expect("retry");
     // The retry logged the two writes again; replaying both copies is harmless.
-    assert_eq!(log.end_offset().expect("end"), 5);
-    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(4));
+    assert_eq!(log.end_offset().expect("end"), 8);
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(7));
     assert_eq!(
         read_checkpoint(&task.join(".checkpoint"))
             .expect("read")
             .and_then(|e| e.values().next().copied()),
-        Some(4)
+        Some(7)
     );
     assert_eq!(replay(log.as_ref()), scan(&store));
 }

@@ -146,7 +146,12 @@ fn put_rate_logged_vs_unlogged() {
         let logged =
             LoggedStore::open(inner, log, checkpoint, LoggedStoreConfig::default()).expect("open");
         let (with_log, logged_flush) = put_rate(&logged, &keys);
-        assert_eq!(logged.changelog().end_offset().expect("end"), puts);
+        // Every put, then one commit marker per commit.
+        let logged_records = logged.changelog().end_offset().expect("end");
+        assert!(
+            logged_records > puts && logged_records < puts * 2,
+            "{logged_records}"
+        );
         println!(
             "put {backend}: {puts} puts, unlogged {plain:.0}/s ({:.0}% in the final flush), \
              logged on the file log {with_log:.0}/s ({:.0}% in the final commit), ratio {:.2}",

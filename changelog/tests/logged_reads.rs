@@ -5,7 +5,7 @@ mod logged_common;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
 use logged_common::{collect, kv, logged_in_memory, scan};
-use statestore_changelog::{Changelog, LoggedStoreConfig};
+use statestore_changelog::{Changelog, LoggedStoreConfig, RecordKind};
 use store_api::{ErrorKind, KeyValueStore, WriteBatch};
 
 /// A store holding a, b, c, d committed, then uncommitted: b deleted, c replaced, bb and e added.
@@ -147,8 +147,8 @@ fn batches_are_buffered_with_later_ops_winning() {
         [kv("j", "2"), kv("k", "3")].into_iter().collect()
     );
     store.commit().expect("commit");
-    // Only the latest write of each key is logged.
-    assert_eq!(log.end_offset().expect("end"), 2);
+    // Only the latest write of each key is logged, then the commit marker.
+    assert_eq!(log.end_offset().expect("end"), 3);
 }
 
 #[test]
@@ -163,10 +163,11 @@ fn commit_moves_the_buffer_to_store_log_and_checkpoint() {
         scan(&store),
         logged_common::replay(store.changelog().as_ref())
     );
-    // 4 records in the first commit, 4 in the second: the last offset held is 7.
-    assert_eq!(store.checkpoint().get(logged_common::TOPIC, 0), Some(7));
+    // 4 records and a marker in the first commit, 4 and a marker in the second: the
+    // checkpoint names the second marker, 9.
+    assert_eq!(store.checkpoint().get(logged_common::TOPIC, 0), Some(9));
     store.commit().expect("an empty commit succeeds");
-    assert_eq!(store.checkpoint().get(logged_common::TOPIC, 0), Some(7));
+    assert_eq!(store.checkpoint().get(logged_common::TOPIC, 0), Some(9));
 }
 
 #[test]
@@ -184,7 +185,11 @@ fn auto_commit_when_the_buffer_is_full() {
             "buffer grew past the limit"
         );
     }
-    let logged = log.end_offset().expect("end");
+    let records = log.read(0, usize::MAX).expect("read");
+    let logged = records
+        .iter()
+        .filter(|record| record.kind != RecordKind::CommitMarker)
+        .count() as u64;
     assert!(logged >= 90, "only {logged} records were auto-committed");
     assert_eq!(scan(store.inner().as_ref()).len() as u64, logged);
 }

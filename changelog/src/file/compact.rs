@@ -1,7 +1,9 @@
 //! Compaction: rewriting closed segments to keep only the latest record of each key.
 //!
 //! Offsets never change, so a reader's position and a store's checkpoint stay valid; the
-//! log only gains gaps. The latest record of every key is found across the whole log, the
+//! log only gains gaps. Commit markers share one key, so only the latest survives, merging
+//! the commits before it (see [`Changelog`](crate::Changelog)); records after the last commit
+//! end are kept and do not supersede anything. The latest record of every key is found across the whole log, the
 //! active segment included, so a key updated there loses its older records in closed
 //! segments too; the active segment itself is never rewritten. The map of latest offsets
 //! holds every distinct key of the log in memory while compaction runs.
@@ -23,6 +25,7 @@ use super::log::{FileLog, ReadPart, fsync, sync_dir};
 use super::reader::{BUFFER_LEN, RecordReader, Scan};
 use super::recovery::ClosedSegment;
 use super::segment::{self, Segment, SparseIndex};
+use crate::record::RecordKind;
 
 /// What one [`FileLog::compact`] call did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,32 +107,61 @@ impl FileLog {
     }
 }
 
-/// The offset of the latest record of every key in `parts`.
-fn latest_offsets(parts: &[ReadPart]) -> Result<HashMap<Vec<u8>, u64>> {
-    let mut latest = HashMap::new();
+/// The latest record of every key among the records up to the last commit end, and that
+/// commit end.
+struct Latest {
+    offsets: HashMap<Vec<u8>, u64>,
+    commit_end: Option<u64>,
+}
+
+impl Latest {
+    /// True when the record at `offset` must be kept: it is the latest of its key, or it
+    /// follows the last commit end (a commit not closed yet, or abandoned). Those records do
+    /// not count as the latest of their keys either, since no reader applies them: counting
+    /// them would drop the committed record a restore needs.
+    fn keeps(&self, offset: u64, key: &[u8]) -> bool {
+        self.commit_end.is_none_or(|end| offset > end) || self.offsets.get(key) == Some(&offset)
+    }
+}
+
+/// The latest offsets of the keys of `parts` (see [`Latest`]).
+fn latest_offsets(parts: &[ReadPart]) -> Result<Latest> {
+    let mut latest = Latest {
+        offsets: HashMap::new(),
+        commit_end: None,
+    };
+    let mut open: Vec<(Vec<u8>, u64)> = Vec::new();
     for part in parts {
-        for_each_record(part, |offset, key, _| {
-            match latest.get_mut(key) {
+        for_each_record(part, |offset, key, kind, _| {
+            if kind == RecordKind::Framed {
+                open.push((key.to_vec(), offset));
+                return Ok(());
+            }
+            for (key, offset) in open.drain(..) {
+                latest.offsets.insert(key, offset);
+            }
+            match latest.offsets.get_mut(key) {
                 Some(slot) => *slot = offset,
                 None => {
-                    latest.insert(key.to_vec(), offset);
+                    latest.offsets.insert(key.to_vec(), offset);
                 }
             }
+            latest.commit_end = Some(offset);
             Ok(())
         })?;
     }
     Ok(latest)
 }
 
-/// Calls `visit(offset, key, raw)` for every record of `part`.
+/// Calls `visit(offset, key, kind, raw)` for every record of `part`.
 fn for_each_record(
     part: &ReadPart,
-    mut visit: impl FnMut(u64, &[u8], &[u8]) -> Result<()>,
+    mut visit: impl FnMut(u64, &[u8], RecordKind, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let mut reader = RecordReader::new(&part.segment.file, SEGMENT_HEADER_LEN as u64, part.len);
     loop {
         match reader.next()? {
-            Scan::Record(_, view) => visit(view.offset, view.key, view.raw)?,
+            Scan::Record(_, view) => visit(view.offset, view.key, view.kind, view.raw)?,
             Scan::End => return Ok(()),
             Scan::Bad { pos, reason } => {
                 return Err(segment::corruption(&part.segment.path, pos, &reason));
@@ -140,10 +172,10 @@ fn for_each_record(
 
 /// Writes the records of `part` that are the latest of their key to a temporary segment, or
 /// returns `None` when every record is the latest and there is nothing to gain.
-fn rewrite(part: &ReadPart, latest: &HashMap<Vec<u8>, u64>) -> Result<Option<Rewrite>> {
-    let is_latest = |offset: u64, key: &[u8]| latest.get(key) == Some(&offset);
+fn rewrite(part: &ReadPart, latest: &Latest) -> Result<Option<Rewrite>> {
+    let is_latest = |offset: u64, key: &[u8]| latest.keeps(offset, key);
     let mut stale = 0u64;
-    for_each_record(part, |offset, key, _| {
+    for_each_record(part, |offset, key, _, _| {
         stale += u64::from(!is_latest(offset, key));
         Ok(())
     })?;
@@ -160,7 +192,7 @@ fn rewrite(part: &ReadPart, latest: &HashMap<Vec<u8>, u64>) -> Result<Option<Rew
         .map_err(|err| Error::io(context(), err))?;
     let mut index = SparseIndex::default();
     let mut len = SEGMENT_HEADER_LEN as u64;
-    for_each_record(part, |offset, key, raw| {
+    for_each_record(part, |offset, key, _, raw| {
         if is_latest(offset, key) {
             writer
                 .write_all(raw)

@@ -3,7 +3,12 @@
 use serde::{Deserialize, Serialize};
 use store_api::{Error, Result};
 
+use store_api::limits::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
 use super::format::{RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+
+/// The default of [`FileLogConfig::max_record_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 << 20;
 
 /// When appended records are forced to stable storage.
 ///
@@ -59,12 +64,19 @@ pub struct FileLogConfig {
     /// this size, in bytes. A record larger than this gets a segment of its own. Default:
     /// 64 MiB.
     pub segment_bytes: u64,
-    /// When set, whole closed segments are deleted, oldest first, while the log is larger than
-    /// this many bytes; the active segment is never deleted. This raises
-    /// [`start_offset`](crate::Changelog::start_offset) and, unlike compaction, may drop the
-    /// latest record of a key, so a store can then only be restored from a checkpoint at or
-    /// after the start offset. Default: `None` (keep everything).
+    /// When set and a roll leaves the log larger than this many bytes, the closed segments are
+    /// compacted and those left without a record deleted; the active segment is never
+    /// deleted. This raises [`start_offset`](crate::Changelog::start_offset) but never
+    /// drops the latest record of a key, so a full restore still rebuilds every key. When
+    /// the latest records alone are larger than this, the log stays larger. Each roll over
+    /// the limit costs a compaction: a read of the whole log. Default: `None` (keep
+    /// everything).
     pub retention_bytes: Option<u64>,
+    /// The largest record accepted, key and value bytes together; a larger one fails its
+    /// append with `InvalidArgument`. At most the store limits (64 KiB of key plus 1 GiB of
+    /// value). Default: 16 MiB, sixteen times Kafka's default message limit: a changelog
+    /// record is one value of a store, and a bigger one usually belongs in a blob store.
+    pub max_record_bytes: usize,
 }
 
 impl Default for FileLogConfig {
@@ -74,6 +86,7 @@ impl Default for FileLogConfig {
             recovery: RecoveryMode::default(),
             segment_bytes: 64 << 20,
             retention_bytes: None,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         }
     }
 }
@@ -83,13 +96,20 @@ impl FileLogConfig {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `segment_bytes` cannot hold a segment header and one
-    /// empty record.
+    /// empty record, or `max_record_bytes` is over the store limits.
     pub fn validate(&self) -> Result<()> {
         let minimum = (SEGMENT_HEADER_LEN + RECORD_HEADER_LEN) as u64;
         if self.segment_bytes < minimum {
             return Err(Error::invalid(format!(
                 "file log segment_bytes must be at least {minimum}, got {}",
                 self.segment_bytes
+            )));
+        }
+        if self.max_record_bytes > MAX_KEY_LEN + MAX_VALUE_LEN {
+            return Err(Error::invalid(format!(
+                "file log max_record_bytes must be at most {}, got {}",
+                MAX_KEY_LEN + MAX_VALUE_LEN,
+                self.max_record_bytes
             )));
         }
         Ok(())

@@ -4,6 +4,8 @@
 use store_api::limits::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use store_api::{BatchOp, Error, Result};
 
+use crate::record::RecordKind;
+
 /// Magic bytes opening every segment; the last byte is the format version.
 pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"SSCLOG\0\x01";
 /// Magic plus the base offset.
@@ -16,6 +18,13 @@ pub(crate) const RECORD_PREFIX_LEN: usize = 8;
 const BODY_FIXED_LEN: usize = RECORD_HEADER_LEN - RECORD_PREFIX_LEN;
 /// The value length that marks a tombstone (no value bytes follow).
 const TOMBSTONE: u32 = u32::MAX;
+/// Flag in the key length of a record inside a commit. Keys are at most 64 KiB, so the top
+/// bits of their length are free; records written before framing have them clear.
+const FRAMED_FLAG: u32 = 1 << 31;
+/// Flag, with [`FRAMED_FLAG`], in the key length of a commit marker.
+const MARKER_FLAG: u32 = 1 << 30;
+/// The key length bits.
+const KEY_LEN_MASK: u32 = MARKER_FLAG - 1;
 /// The largest body a valid record can have; anything longer is corruption, and checking it
 /// first keeps a damaged length from asking for a gigantic buffer.
 pub(crate) const MAX_BODY_LEN: usize = BODY_FIXED_LEN + MAX_KEY_LEN + MAX_VALUE_LEN;
@@ -58,15 +67,24 @@ pub(crate) fn record_len(op: &BatchOp) -> usize {
 /// The header of `op`'s record at `offset`, checksum included. Key and value bytes follow it
 /// unchanged, so the caller writes three slices and nothing is copied into a temporary.
 /// The caller has checked the key and value against the limits, so the lengths fit in `u32`.
-pub(crate) fn encode_header(offset: u64, op: &BatchOp) -> [u8; RECORD_HEADER_LEN] {
+pub(crate) fn encode_header(
+    offset: u64,
+    op: &BatchOp,
+    kind: RecordKind,
+) -> [u8; RECORD_HEADER_LEN] {
     let key = op.key();
+    let flags = match kind {
+        RecordKind::Unframed => 0,
+        RecordKind::Framed => FRAMED_FLAG,
+        RecordKind::CommitMarker => FRAMED_FLAG | MARKER_FLAG,
+    };
     let value = op.value();
     let value_len = value.map_or(TOMBSTONE, |v| v.len() as u32);
     let body_len = (BODY_FIXED_LEN + key.len() + value.map_or(0, <[u8]>::len)) as u32;
     let mut header = [0u8; RECORD_HEADER_LEN];
     header[0..4].copy_from_slice(&body_len.to_le_bytes());
     header[8..16].copy_from_slice(&offset.to_le_bytes());
-    header[16..20].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    header[16..20].copy_from_slice(&(key.len() as u32 | flags).to_le_bytes());
     header[20..24].copy_from_slice(&value_len.to_le_bytes());
     let mut crc = crc32c::crc32c(&header[RECORD_PREFIX_LEN..]);
     crc = crc32c::crc32c_append(crc, key);
@@ -86,6 +104,8 @@ pub(crate) struct RecordView<'a> {
     pub key: &'a [u8],
     /// The value bytes, `None` for a tombstone.
     pub value: Option<&'a [u8]>,
+    /// How the record is framed.
+    pub kind: RecordKind,
     /// The whole encoded record, header included (compaction copies it verbatim).
     pub raw: &'a [u8],
 }
@@ -134,7 +154,14 @@ pub(crate) fn decode(raw: &[u8]) -> std::result::Result<RecordView<'_>, String> 
         .split_at_checked(BODY_FIXED_LEN)
         .ok_or("record body shorter than its fixed part")?;
     let offset = u64::from_le_bytes(fixed[0..8].try_into().map_err(|_| "short offset")?);
-    let key_len = u32::from_le_bytes(fixed[8..12].try_into().map_err(|_| "short key len")?);
+    let key_field = u32::from_le_bytes(fixed[8..12].try_into().map_err(|_| "short key len")?);
+    let kind = match key_field & !KEY_LEN_MASK {
+        0 => RecordKind::Unframed,
+        FRAMED_FLAG => RecordKind::Framed,
+        flags if flags == FRAMED_FLAG | MARKER_FLAG => RecordKind::CommitMarker,
+        _ => return Err(format!("unknown record flags in key length {key_field:#x}")),
+    };
+    let key_len = key_field & KEY_LEN_MASK;
     let value_len = u32::from_le_bytes(fixed[12..16].try_into().map_err(|_| "short value len")?);
     let key_len = key_len as usize;
     let stored_value_len = if value_len == TOMBSTONE {
@@ -153,6 +180,7 @@ pub(crate) fn decode(raw: &[u8]) -> std::result::Result<RecordView<'_>, String> 
         offset,
         key,
         value: (value_len != TOMBSTONE).then_some(value),
+        kind,
         raw,
     })
 }
@@ -187,14 +215,22 @@ mod tests {
             value: b"value".to_vec(),
         };
         let delete = BatchOp::Delete { key: Vec::new() };
-        for (offset, op) in [(7, put), (u64::MAX - 1, delete)] {
-            let mut raw = encode_header(offset, &op).to_vec();
+        let kinds = [
+            RecordKind::Unframed,
+            RecordKind::Framed,
+            RecordKind::CommitMarker,
+        ];
+        for ((offset, op), kind) in [(7, put.clone()), (u64::MAX - 1, delete), (9, put)]
+            .into_iter()
+            .zip(kinds)
+        {
+            let mut raw = encode_header(offset, &op, kind).to_vec();
             raw.extend_from_slice(op.key());
             raw.extend_from_slice(op.value().unwrap_or_default());
             assert_eq!(raw.len(), record_len(&op));
             assert_eq!(body_len(&raw[..4].try_into().unwrap()), Ok(raw.len() - 8));
             let view = decode(&raw).unwrap();
-            assert_eq!((view.offset, view.to_op()), (offset, op));
+            assert_eq!((view.offset, view.to_op(), view.kind), (offset, op, kind));
         }
     }
 

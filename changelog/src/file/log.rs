@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use store_api::limits::{check_key, check_value};
 use store_api::{BatchOp, Error, Result};
 
 use super::config::{FileLogConfig, SyncPolicy};
@@ -14,6 +13,7 @@ use super::format::{self, SEGMENT_HEADER_LEN};
 use super::reader::{RecordReader, Scan};
 use super::recovery::{self, ClosedSegment};
 use super::segment::{self, ActiveSegment, Segment};
+use crate::record::{Framing, RecordKind, check_append, marker_op};
 use crate::{Changelog, ChangelogRecord};
 
 /// A changelog partition kept in segment files on local disk.
@@ -38,7 +38,7 @@ use crate::{Changelog, ChangelogRecord};
 /// | 0..4 | `body_len: u32`, the bytes after the CRC: `16 + key_len + value bytes` |
 /// | 4..8 | `crc: u32`, CRC32C (Castagnoli) of the body, bytes `8..8 + body_len` |
 /// | 8..16 | `offset: u64` |
-/// | 16..20 | `key_len: u32` |
+/// | 16..20 | `key_len: u32` in the low 30 bits; bit 31 set on a record inside a commit, bits 31 and 30 on a commit marker, both clear on an unframed record |
 /// | 20..24 | `value_len: u32`, or `u32::MAX` for a tombstone (then no value bytes) |
 /// | 24.. | key bytes, then value bytes |
 ///
@@ -64,8 +64,9 @@ use crate::{Changelog, ChangelogRecord};
 ///
 /// # Compaction and retention
 /// [`compact`](FileLog::compact) rewrites closed segments to the latest record of each key;
-/// [`FileLogConfig::retention_bytes`] deletes the oldest whole segments. Neither changes an
-/// offset: compaction leaves gaps, retention raises the start offset.
+/// [`FileLogConfig::retention_bytes`] compacts and then deletes the oldest segments left
+/// without a record. Neither changes an offset or removes the latest record of a key:
+/// compaction leaves gaps, retention raises the start offset.
 ///
 /// ```
 /// use statestore_changelog::{Changelog, FileLog, FileLogConfig};
@@ -106,6 +107,9 @@ pub(super) struct Inner {
     /// Set by the first failed write or fsync: the buffered state is then unknown, so the log
     /// refuses appends (as fjall's journal does) and must be reopened to recover.
     failure: Option<String>,
+    /// Set by a roll when retention is configured: the appender applies it once it has
+    /// released this lock, since retention compacts first.
+    retention_due: bool,
     /// The partition lock; `None` once closed.
     lock: Option<File>,
 }
@@ -134,26 +138,66 @@ impl FileLog {
             .map_err(|err| Error::io(format!("creating {}", dir.display()), err))?;
         let lock = recovery::lock(&dir)?;
         let recovered = recovery::recover(&dir, config.recovery)?;
-        let mut inner = Inner {
+        let inner = Inner {
             closed: recovered.closed,
             active: recovered.active,
             next_offset: recovered.next_offset,
             appended: 0,
             synced: 0,
             failure: None,
+            retention_due: config.retention_bytes.is_some(),
             lock: Some(lock),
         };
-        if let Some(limit) = config.retention_bytes {
-            inner.apply_retention(limit);
-        }
-        Ok(FileLog {
+        let log = FileLog {
             topic: topic.to_string(),
             partition,
             dir,
             config,
             inner: Mutex::new(inner),
             compaction: Mutex::new(()),
-        })
+        };
+        log.apply_retention();
+        Ok(log)
+    }
+
+    /// Size-based retention, when a roll made it due: when the log is larger than
+    /// [`FileLogConfig::retention_bytes`], compacts the closed segments and deletes those left
+    /// without a record. A segment still holding the latest record of a key is never
+    /// deleted, so the log stays over the limit when its live records alone pass it. Best
+    /// effort: a failure is logged, and the next roll tries again.
+    fn apply_retention(&self) {
+        let Some(limit) = self.config.retention_bytes else {
+            return;
+        };
+        let due = std::mem::take(&mut self.inner.lock().retention_due);
+        if !due || self.inner.lock().total_len() <= limit {
+            return;
+        }
+        if let Err(err) = self.compact() {
+            tracing::warn!(error = %err, "retention could not compact the changelog");
+            return;
+        }
+        let empty = SEGMENT_HEADER_LEN as u64;
+        let mut inner = self.inner.lock();
+        let before = inner.closed.len();
+        inner.closed.retain(|closed| {
+            if closed.len > empty {
+                return true;
+            }
+            let removed = std::fs::remove_file(&closed.segment.path);
+            if let Err(err) = &removed {
+                let path = closed.segment.path.display();
+                tracing::warn!(segment = %path, error = %err, "retention could not delete");
+            }
+            removed.is_err()
+        });
+        let deleted = before - inner.closed.len();
+        drop(inner);
+        if deleted > 0
+            && let Err(err) = sync_dir(&self.dir)
+        {
+            tracing::warn!(error = %err, "retention could not sync the changelog directory");
+        }
     }
 
     /// The partition directory, `<dir>/<topic>-<partition>`.
@@ -232,17 +276,43 @@ impl Inner {
         self.active.discard();
     }
 
-    fn append_all(&mut self, ops: &[BatchOp], dir: &Path, config: &FileLogConfig) -> Result<()> {
+    fn append_all(
+        &mut self,
+        ops: &[BatchOp],
+        framing: Framing,
+        dir: &Path,
+        config: &FileLogConfig,
+    ) -> Result<()> {
+        let kind = match framing {
+            Framing::Unframed => RecordKind::Unframed,
+            Framing::Open | Framing::Commit => RecordKind::Framed,
+        };
         for op in ops {
-            let size = format::record_len(op) as u64;
-            let has_records = self.active.len > SEGMENT_HEADER_LEN as u64;
-            if has_records && self.active.len + size > config.segment_bytes {
-                self.roll(dir, config)?;
-            }
-            self.active.append(self.next_offset, op)?;
-            self.next_offset += 1;
+            self.append_one(op, kind, dir, config)?;
+        }
+        if framing == Framing::Commit {
+            self.append_one(&marker_op(), RecordKind::CommitMarker, dir, config)?;
         }
         self.appended += 1;
+        Ok(())
+    }
+
+    /// Appends one record, rolling first when it would take the active segment past its
+    /// size. A commit may so span segments: the marker, not the segment, frames it.
+    fn append_one(
+        &mut self,
+        op: &BatchOp,
+        kind: RecordKind,
+        dir: &Path,
+        config: &FileLogConfig,
+    ) -> Result<()> {
+        let size = format::record_len(op) as u64;
+        let has_records = self.active.len > SEGMENT_HEADER_LEN as u64;
+        if has_records && self.active.len + size > config.segment_bytes {
+            self.roll(dir, config)?;
+        }
+        self.active.append(self.next_offset, op, kind)?;
+        self.next_offset += 1;
         Ok(())
     }
 
@@ -259,30 +329,12 @@ impl Inner {
             segment: old.segment,
             len: old.len,
         });
-        if let Some(limit) = config.retention_bytes {
-            self.apply_retention(limit);
-        }
+        self.retention_due = config.retention_bytes.is_some();
         Ok(())
     }
 
-    /// Deletes the oldest closed segments while the log is larger than `limit` bytes. A
-    /// segment that cannot be deleted stays, with a warning: retention is best effort.
-    fn apply_retention(&mut self, limit: u64) {
-        let mut total: u64 = self.closed.iter().map(|c| c.len).sum::<u64>() + self.active.len;
-        let mut deleted = 0;
-        for oldest in &self.closed {
-            if total <= limit {
-                break;
-            }
-            if let Err(err) = std::fs::remove_file(&oldest.segment.path) {
-                let path = oldest.segment.path.display();
-                tracing::warn!(segment = %path, error = %err, "retention could not delete");
-                break;
-            }
-            total -= oldest.len;
-            deleted += 1;
-        }
-        self.closed.drain(..deleted);
+    fn total_len(&self) -> u64 {
+        self.closed.iter().map(|c| c.len).sum::<u64>() + self.active.len
     }
 
     fn start_offset(&self) -> u64 {
@@ -327,6 +379,7 @@ fn read_part(part: &ReadPart, from: u64, max: usize, out: &mut Vec<ChangelogReco
             Scan::Record(_, view) => out.push(ChangelogRecord {
                 offset: view.offset,
                 op: view.to_op(),
+                kind: view.kind,
             }),
             Scan::End => break,
             Scan::Bad { pos, reason } => {
@@ -364,22 +417,26 @@ impl Changelog for FileLog {
         self.partition
     }
 
-    fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
-        for op in ops {
-            check_key(op.key())?;
-            op.value().map_or(Ok(()), check_value)?;
-        }
+    fn max_record_len(&self) -> usize {
+        self.config.max_record_bytes
+    }
+
+    fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
+        check_append(ops, self.config.max_record_bytes)?;
         let mut inner = self.inner.lock();
         inner.check_writable()?;
         let start = inner.next_offset;
-        if ops.is_empty() {
+        if ops.is_empty() && framing != Framing::Commit {
             return Ok(start..start);
         }
-        if let Err(err) = inner.append_all(ops, &self.dir, &self.config) {
+        if let Err(err) = inner.append_all(ops, framing, &self.dir, &self.config) {
             inner.poison(&err);
             return Err(err);
         }
-        Ok(start..inner.next_offset)
+        let written = start..inner.next_offset;
+        drop(inner);
+        self.apply_retention();
+        Ok(written)
     }
 
     fn sync(&self) -> Result<()> {

@@ -10,5 +10,5 @@ mod recovery;
 mod segment;
 
 pub use compact::CompactionStats;
-pub use config::{FileLogConfig, RecoveryMode, SyncPolicy};
+pub use config::{DEFAULT_MAX_RECORD_BYTES, FileLogConfig, RecoveryMode, SyncPolicy};
 pub use log::FileLog;

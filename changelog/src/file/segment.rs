@@ -11,6 +11,7 @@ use store_api::{BatchOp, Error, Result};
 
 use super::format::{self, SEGMENT_HEADER_LEN};
 use super::reader::{RecordReader, Scan};
+use crate::record::RecordKind;
 
 /// One index entry per this many bytes of records: a read starts at most this far before the
 /// record it wants, and a 64 MiB segment needs 16 Ki entries (256 KiB).
@@ -254,12 +255,13 @@ impl ActiveSegment {
         })
     }
 
-    /// Buffers the record of `op` at `offset`; the caller checked the op against the limits.
+    /// Buffers the record of `op` at `offset`, framed as `kind`; the caller checked the op
+    /// against the limits.
     ///
     /// # Errors
     /// `Io` when the buffer could not be written out.
-    pub(crate) fn append(&mut self, offset: u64, op: &BatchOp) -> Result<()> {
-        let header = format::encode_header(offset, op);
+    pub(crate) fn append(&mut self, offset: u64, op: &BatchOp, kind: RecordKind) -> Result<()> {
+        let header = format::encode_header(offset, op, kind);
         let writer = self.writer.as_mut().ok_or_else(discarded)?;
         let result = writer.write_all(&header).and_then(|()| {
             writer.write_all(op.key())?;

@@ -6,6 +6,12 @@
 //!   `append` returns once every replica in sync acknowledged every record, with the offsets
 //!   from the delivery reports. A put is a record with a value, a delete a record with a null
 //!   value (a tombstone), so compaction keeps the latest update of every key.
+//! - Commit framing is a record header `ssf`: `f` on an update inside a commit, `c` on a
+//!   commit marker (key [`COMMIT_MARKER_KEY`](crate::COMMIT_MARKER_KEY), empty value).
+//!   Records without it are unframed, as every record written before framing is.
+//! - The largest record is `message.max.bytes` (librdkafka's default 1 000 000) less 64 bytes
+//!   of room for the record's framing; keep the topic's `max.message.bytes` (which counts
+//!   a whole record batch) about 1 KiB larger.
 //! - Reads assign the partition to a consumer at the wanted offset (no consumer group, no
 //!   offset commits); start and end offsets are the partition's watermarks.
 //!
@@ -29,6 +35,7 @@ use store_api::{BatchOp, Error, Result};
 
 pub use config::KafkaConfig;
 
+use crate::record::Framing;
 use crate::{Changelog, ChangelogRecord};
 use producer::Appender;
 use reader::Reader;
@@ -58,6 +65,8 @@ pub struct KafkaLog {
     topic: String,
     partition: u32,
     partition_id: i32,
+    /// The producer's largest record, fixed by `message.max.bytes`.
+    max_record_len: usize,
     /// Serializes appends (so one call's records stay consecutive). `None` after a failed
     /// append retired the producer: the next append starts a new one.
     appender: Mutex<Option<Appender>>,
@@ -101,6 +110,7 @@ impl KafkaLog {
             topic: topic.to_owned(),
             partition,
             partition_id,
+            max_record_len: appender.max_record_len(),
             appender: Mutex::new(Some(appender)),
             reader: Mutex::new(reader),
         })
@@ -151,8 +161,12 @@ impl Changelog for KafkaLog {
         self.partition
     }
 
-    fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
-        if ops.is_empty() {
+    fn max_record_len(&self) -> usize {
+        self.max_record_len
+    }
+
+    fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
+        if ops.is_empty() && framing != Framing::Commit {
             let end = self.end_offset()?;
             return Ok(end..end);
         }
@@ -162,7 +176,7 @@ impl Changelog for KafkaLog {
             empty => empty.insert(self.new_appender()?),
         };
         appender.check_sizes(ops)?;
-        let result = appender.append(ops);
+        let result = appender.append(ops, framing);
         if result.is_err()
             && let Some(failed) = slot.take()
         {

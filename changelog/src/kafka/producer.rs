@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use rdkafka::ClientConfig;
 use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig, ThreadedProducer,
 };
@@ -32,6 +33,16 @@ use rdkafka::{ClientContext, Message};
 use store_api::{BatchOp, Error, Result};
 
 use super::error::convert;
+use crate::record::{Framing, RecordKind, check_append, marker_op};
+
+/// The record header that frames a record into a commit: value [`FRAMED`] for an update
+/// inside a commit, [`MARKER`] for a commit marker. Records without it are unframed (all
+/// records written before framing). Three bytes of name keep the cost per record small.
+pub const FRAME_HEADER: &str = "ssf";
+/// [`FRAME_HEADER`]'s value on an update inside a commit.
+pub const FRAMED: &[u8] = b"f";
+/// [`FRAME_HEADER`]'s value on a commit marker.
+pub const MARKER: &[u8] = b"c";
 
 /// How much longer than `append` waits librdkafka keeps a record before timing it out itself:
 /// `append` gives up and purges first, so librdkafka never starts its own epoch-bump recovery
@@ -42,7 +53,8 @@ const LIBRDKAFKA_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
 const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_000_000;
 
 /// Room left for a record's framing when checking its size against `message.max.bytes`
-/// (librdkafka counts at most 36 bytes of varints and attributes per record).
+/// (librdkafka counts at most 36 bytes of varints and attributes per record, and the frame
+/// header takes 6 more).
 const RECORD_OVERHEAD: usize = 64;
 
 /// Gives each record's delivery report to the [`Batch`] it belongs to.
@@ -197,11 +209,21 @@ impl Appender {
     /// # Errors
     /// `Timeout` when the acknowledgements do not all arrive in time, `Backend` (or
     /// `InvalidArgument` for a record the broker finds too large) for a refused record.
-    pub fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
+    pub fn append(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
         let deadline = Instant::now() + self.timeout;
-        let batch = Arc::new(Batch::new(ops.len()));
-        for op in ops {
-            if let Err(err) = self.enqueue(op, &batch, deadline) {
+        let kind = match framing {
+            Framing::Unframed => RecordKind::Unframed,
+            Framing::Open | Framing::Commit => RecordKind::Framed,
+        };
+        let marker = (framing == Framing::Commit).then(marker_op);
+        let count = ops.len() + usize::from(marker.is_some());
+        let batch = Arc::new(Batch::new(count));
+        let records = ops
+            .iter()
+            .map(|op| (op, kind))
+            .chain(marker.iter().map(|op| (op, RecordKind::CommitMarker)));
+        for (op, kind) in records {
+            if let Err(err) = self.enqueue(op, kind, &batch, deadline) {
                 self.abandon();
                 return Err(err);
             }
@@ -210,19 +232,22 @@ impl Appender {
             Some(Ok(range)) => Ok(range),
             Some(Err(err)) => {
                 self.abandon();
-                Err(convert(&self.doing(ops.len()), err))
+                Err(convert(&self.doing(count), err))
             }
             None => {
                 self.abandon();
                 Err(Error::Timeout(format!(
                     "kafka did not acknowledge {} records to {}/{} within {:?}",
-                    ops.len(),
-                    self.topic,
-                    self.partition,
-                    self.timeout
+                    count, self.topic, self.partition, self.timeout
                 )))
             }
         }
+    }
+
+    /// The largest key plus value this producer sends: its `message.max.bytes` less the
+    /// room for a record's framing.
+    pub fn max_record_len(&self) -> usize {
+        self.max_message_bytes.saturating_sub(RECORD_OVERHEAD)
     }
 
     /// Checks every key against the store limits and every record against
@@ -231,27 +256,31 @@ impl Appender {
     /// # Errors
     /// `InvalidArgument` naming the sizes.
     pub fn check_sizes(&self, ops: &[BatchOp]) -> Result<()> {
-        for op in ops {
-            store_api::limits::check_key(op.key())?;
-            let value_len = op.value().map_or(0, <[u8]>::len);
-            let size = op.key().len() + value_len + RECORD_OVERHEAD;
-            if size > self.max_message_bytes {
-                return Err(Error::invalid(format!(
-                    "a record of {} key bytes and {value_len} value bytes exceeds the kafka \
-                     producer's message.max.bytes of {}",
-                    op.key().len(),
-                    self.max_message_bytes
-                )));
-            }
-        }
-        Ok(())
+        check_append(ops, self.max_record_len())
     }
 
     /// Hands one record to librdkafka, waiting while its queue is full.
-    fn enqueue(&self, op: &BatchOp, batch: &Arc<Batch>, deadline: Instant) -> Result<()> {
+    fn enqueue(
+        &self,
+        op: &BatchOp,
+        kind: RecordKind,
+        batch: &Arc<Batch>,
+        deadline: Instant,
+    ) -> Result<()> {
         let mut record = BaseRecord::with_opaque_to(&self.topic, Arc::clone(batch))
             .partition(self.partition)
             .key(op.key());
+        let frame = match kind {
+            RecordKind::Unframed => None,
+            RecordKind::Framed => Some(FRAMED),
+            RecordKind::CommitMarker => Some(MARKER),
+        };
+        if let Some(frame) = frame {
+            record = record.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
+                key: FRAME_HEADER,
+                value: Some(frame),
+            }));
+        }
         if let Some(value) = op.value() {
             record = record.payload(value);
         }

@@ -10,11 +10,14 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
+use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use store_api::{BatchOp, Error, Result};
 
 use super::error::convert;
+use super::producer::{FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
+use crate::record::RecordKind;
 
 /// The group id librdkafka needs before it accepts an assignment. The consumer never
 /// subscribes, so it never joins this group, and it commits nothing.
@@ -193,5 +196,28 @@ fn decode<M: Message>(message: &M, from: u64) -> Result<Option<ChangelogRecord>>
         },
         None => BatchOp::Delete { key },
     };
-    Ok(Some(ChangelogRecord { offset, op }))
+    Ok(Some(ChangelogRecord {
+        offset,
+        op,
+        kind: kind(message, offset)?,
+    }))
+}
+
+/// The framing of `message`, from its frame header.
+fn kind<M: Message>(message: &M, offset: u64) -> Result<RecordKind> {
+    let Some(headers) = message.headers() else {
+        return Ok(RecordKind::Unframed);
+    };
+    let frame = headers
+        .iter()
+        .find(|header| header.key == FRAME_HEADER)
+        .map(|header| header.value);
+    match frame {
+        None => Ok(RecordKind::Unframed),
+        Some(Some(FRAMED)) => Ok(RecordKind::Framed),
+        Some(Some(MARKER)) => Ok(RecordKind::CommitMarker),
+        Some(other) => Err(Error::Corruption(format!(
+            "changelog record at offset {offset} has an unknown frame header {other:?}"
+        ))),
+    }
 }

@@ -8,6 +8,8 @@ use store_api::bounds::range_is_empty;
 use store_api::limits::{check_entry, check_key};
 use store_api::{Capabilities, KeyValueStore, KvIter, Result, WriteBatch};
 
+use crate::record::{check_append, check_record};
+
 use super::LoggedStore;
 use super::merge::MergeIter;
 
@@ -32,14 +34,14 @@ impl KeyValueStore for LoggedStore {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_entry(key, value)?;
+        self.check_loggable(key, Some(value))?;
         let (key, value) = (key.to_vec(), value.to_vec());
         self.buffer_with_room()?.insert(key, Some(value));
         Ok(())
     }
 
     fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
-        check_entry(key, value)?;
+        self.check_loggable(key, Some(value))?;
         // The write lock is held across the store lookup, so no other write slips in between.
         let mut buffer = self.buffer_with_room()?;
         match buffer.lookup(key) {
@@ -56,7 +58,7 @@ impl KeyValueStore for LoggedStore {
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
-        check_key(key)?;
+        self.check_loggable(key, None)?;
         let key = key.to_vec();
         self.buffer_with_room()?.insert(key, None);
         Ok(())
@@ -66,6 +68,7 @@ impl KeyValueStore for LoggedStore {
     /// of it or none of it and it always lands in a single commit.
     fn write(&self, batch: WriteBatch) -> Result<()> {
         batch.validate()?;
+        check_append(batch.ops(), self.log.max_record_len())?;
         if batch.is_empty() {
             return self.check_open();
         }
@@ -118,6 +121,17 @@ pub(super) fn close(logged: &LoggedStore) -> Result<()> {
 }
 
 impl LoggedStore {
+    /// Refuses, before buffering, a write the changelog would refuse at commit: one that
+    /// could never be committed would fail every later commit.
+    fn check_loggable(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        match value {
+            Some(value) => check_entry(key, value)?,
+            None => check_key(key)?,
+        }
+        let value_len = value.map_or(0, <[u8]>::len);
+        check_record(key, value_len, self.log.max_record_len())
+    }
+
     fn merged_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
         self.check_open()?;
         if range_is_empty(from, to) {

@@ -4,7 +4,9 @@ mod buffer;
 mod kv;
 mod merge;
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -14,7 +16,8 @@ use store_api::{BatchOp, Error, KeyValueStore, Result, WriteBatch};
 
 use self::buffer::{Entries, WriteBuffer};
 use crate::checkpoint::Checkpoint;
-use crate::record::Changelog;
+use crate::commits::CommitReader;
+use crate::record::{Changelog, Framing};
 use crate::restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, restore};
 
 /// Options of a [`LoggedStore`].
@@ -51,8 +54,11 @@ impl Default for LoggedStoreConfig {
 ///
 /// The store therefore never holds a write the log has not acknowledged, and a crash at any
 /// point is repaired by replaying the log after the checkpoint when the store is opened again.
-/// A crash before step 1 completes loses the commit, whole; after it, restore replays it,
-/// whole, provided the log's `append` of one commit is itself all-or-nothing across a crash.
+/// The commit's records are framed by a commit marker appended after them (see
+/// [`Changelog`]), so a crash before step 1 completes loses the commit, whole, even if part
+/// of it reached the log; after it, restore replays it, whole. Opening a store whose log ends
+/// in such an abandoned commit first appends a commit that undoes it (see
+/// [`open`](LoggedStore::open)).
 ///
 /// Durability is per commit: a write is durable once the `commit` that follows it returned.
 ///
@@ -103,8 +109,14 @@ impl LoggedStore {
     /// Opens a logged store: restores `store` from `log` (see [`restore`]) according to its
     /// entry in `checkpoint`, then returns it ready for writes.
     ///
+    /// When the log ends in framed records without their commit marker (a writer died
+    /// halfway through a commit), it appends at once a commit holding, for each of their
+    /// keys, the value the restored store holds or a tombstone, so that no later replay can
+    /// apply them, and checkpoints it.
+    ///
     /// # Errors
-    /// Any error of the restore: of the log, the store, or the checkpoint file.
+    /// Any error of the restore (of the log, the store, or the checkpoint file), or of
+    /// appending that commit.
     pub fn open(
         store: Arc<dyn KeyValueStore>,
         log: Arc<dyn Changelog>,
@@ -127,7 +139,7 @@ impl LoggedStore {
     ) -> Result<LoggedStore> {
         let batch = config.restore_batch_records;
         let restored = restore(store.as_ref(), log.as_ref(), &checkpoint, batch, listener)?;
-        Ok(LoggedStore {
+        let logged = LoggedStore {
             store,
             log,
             checkpoint,
@@ -136,7 +148,9 @@ impl LoggedStore {
             commit_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
             restored,
-        })
+        };
+        logged.repair_abandoned_tail()?;
+        Ok(logged)
     }
 
     /// What the restore on open did.
@@ -205,10 +219,15 @@ impl LoggedStore {
                 None => BatchOp::Delete { key: key.clone() },
             })
             .collect();
-        let offsets = self.log.append(&ops)?;
+        let offsets = self.log.append_framed(&ops, Framing::Commit)?;
         self.log.sync()?;
         self.store.write(ops.into_iter().collect::<WriteBatch>())?;
         self.store.flush()?;
+        self.checkpoint_at(&offsets)
+    }
+
+    /// Checkpoints the last offset of `offsets`: the marker of the commit just persisted.
+    fn checkpoint_at(&self, offsets: &Range<u64>) -> Result<()> {
         match offsets.end.checked_sub(1) {
             Some(last) if !offsets.is_empty() => {
                 self.checkpoint
@@ -216,6 +235,61 @@ impl LoggedStore {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Closes a commit that a writer before this one abandoned halfway (see the commit rules
+    /// of [`Changelog`]): for every key among the framed records after the last commit end,
+    /// appends the value the restored store holds, or a tombstone, as one commit. A reader
+    /// that later replays the abandoned records then replays this commit after them and
+    /// reaches exactly the restored state. Returns the number of keys repaired.
+    fn repair_abandoned_tail(&self) -> Result<usize> {
+        let from = match self.restored.checkpoint {
+            Some(offset) => offset + 1,
+            None => self.log.start_offset()?,
+        };
+        let end = self.log.end_offset()?;
+        let mut reader = CommitReader::new(self.log.as_ref(), from);
+        while reader.position() < end {
+            let released = reader.read(self.config.restore_batch_records.max(1))?;
+            if released.last_read.is_none() {
+                break;
+            }
+            if released.commit_end.is_some() {
+                // Another writer committed since the restore: the tail is not abandoned, and
+                // this store is no longer the partition's only writer.
+                return Err(Error::invalid(format!(
+                    "changelog {}/{} gained a commit while its store was opened; is another \
+                     writer using it?",
+                    self.log.topic(),
+                    self.log.partition()
+                )));
+            }
+        }
+        let keys: BTreeSet<&[u8]> = reader.pending().iter().map(|r| r.op.key()).collect();
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let mut ops = Vec::with_capacity(keys.len());
+        for key in &keys {
+            ops.push(match self.store.get(key)? {
+                Some(value) => BatchOp::Put {
+                    key: key.to_vec(),
+                    value,
+                },
+                None => BatchOp::Delete { key: key.to_vec() },
+            });
+        }
+        tracing::warn!(
+            topic = self.log.topic(),
+            partition = self.log.partition(),
+            abandoned_records = reader.pending().len(),
+            keys = keys.len(),
+            "closing a commit abandoned by an earlier writer"
+        );
+        let offsets = self.log.append_framed(&ops, Framing::Commit)?;
+        self.log.sync()?;
+        self.checkpoint_at(&offsets)?;
+        Ok(keys.len())
     }
 
     /// The buffer, locked for writing, once it has room for another write: when it holds

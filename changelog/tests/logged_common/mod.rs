@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use statestore_changelog::{
-    Changelog, Checkpoint, FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, MemoryLog,
-    RestoreListener,
+    Changelog, Checkpoint, CommitReader, FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig,
+    MemoryLog, RestoreListener,
 };
 use statestore_memory::{Config, MemoryStore};
 use store_api::{KeyValueStore, KvIter, KvPair, WriteBatch};
@@ -66,12 +66,14 @@ pub fn scan(store: &dyn KeyValueStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
 /// The state a log's records build: replayed into a fresh memory store.
 pub fn replay(log: &dyn Changelog) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let store = memory_store();
-    let mut from = log.start_offset().expect("start");
-    loop {
-        let records = log.read(from, 1000).expect("read");
-        let Some(last) = records.last() else { break };
-        from = last.offset + 1;
-        let batch: WriteBatch = records.into_iter().map(|record| record.op).collect();
+    let mut reader = CommitReader::new(log, log.start_offset().expect("start"));
+    let end = log.end_offset().expect("end");
+    while reader.position() < end {
+        let released = reader.read(1000).expect("read");
+        if released.last_read.is_none() {
+            break;
+        }
+        let batch: WriteBatch = released.ops.into_iter().collect();
         store.write(batch).expect("write");
     }
     scan(store.as_ref())

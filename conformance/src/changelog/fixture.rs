@@ -168,10 +168,7 @@ pub(crate) fn start(log: &dyn Changelog) -> u64 {
 pub(crate) fn records(first: u64, ops: &[BatchOp]) -> Vec<ChangelogRecord> {
     ops.iter()
         .zip(first..)
-        .map(|(op, offset)| ChangelogRecord {
-            offset,
-            op: op.clone(),
-        })
+        .map(|(op, offset)| ChangelogRecord::unframed(offset, op.clone()))
         .collect()
 }
 

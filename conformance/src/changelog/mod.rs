@@ -13,7 +13,12 @@
 //!   does), records readable before `sync`;
 //! - `start_offset` and `end_offset` as records are appended;
 //! - reopen: records, tombstones and the end offset survive, appends continue at the old end;
-//! - readers on several threads while one appends, and appenders racing each other.
+//! - readers on several threads while one appends, and appenders racing each other;
+//! - commit framing: markers close commits, unframed (older) records restore as before, a
+//!   commit torn at the tail after any number of its records is not restored, commits
+//!   abandoned halfway by dying writers are never applied by any later restore, a tailing
+//!   [`CommitReader`](statestore_changelog::CommitReader) releases whole commits only;
+//! - the largest record the log declares round-trips, one byte more is refused.
 //!
 //! # Reopen
 //! The cases of the `reopen` group (see [`ChangelogCase::reopens`]) drop the log and call the
@@ -29,6 +34,8 @@
 mod basic;
 mod concurrency;
 mod fixture;
+mod framing;
+mod map_store;
 mod reads;
 mod reopen;
 
@@ -125,6 +132,15 @@ macro_rules! __changelog_cases {
             concurrency {
                 concurrent_readers_while_appending
                 concurrent_appenders_get_distinct_offsets
+            }
+            framing {
+                commit_marker_closes_each_commit
+                unframed_records_restore_as_before
+                torn_commit_at_tail_is_not_restored
+                abandoned_commits_are_never_applied
+                commit_reader_releases_whole_commits
+                largest_record_round_trips
+                record_over_the_largest_writes_nothing
             }
         }
     };
