@@ -260,6 +260,17 @@ mod commits {
 
     type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
+    /// A temporary directory in memory when the machine has one: each of the hundreds of
+    /// cuts writes checkpoints and fsyncs them, which a disk makes take minutes in all.
+    fn scratch() -> tempfile::TempDir {
+        let shm = Path::new("/dev/shm");
+        let in_memory = shm
+            .is_dir()
+            .then(|| tempfile::tempdir_in(shm).ok())
+            .flatten();
+        in_memory.unwrap_or_else(|| tempfile::tempdir().expect("tempdir"))
+    }
+
     /// The writes of commit `n`: puts over a few keys, and a delete.
     fn writes(n: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         (0..6u64)
@@ -283,7 +294,7 @@ mod commits {
     /// Opens a logged memory store over the file log in `dir`, restoring everything.
     fn open(dir: &Path, config: &FileLogConfig) -> (LoggedStore, tempfile::TempDir) {
         let log = FileLog::open(dir, TOPIC, 0, config.clone()).expect("open the file log");
-        let cp_dir = tempfile::tempdir().expect("tempdir");
+        let cp_dir = scratch();
         let checkpoint = Checkpoint::open(cp_dir.path().join(".checkpoint")).expect("cp");
         let store = LoggedStore::open(
             Arc::new(MemoryStore::new(Config::default())),
@@ -332,7 +343,7 @@ mod commits {
     /// is created), and checks each: the store restores the state after commit 0, or after
     /// commit 1 only when its marker survived, and a commit made after recovery restores.
     fn cut_last_commit_everywhere(config: &FileLogConfig) -> usize {
-        let written = tempfile::tempdir().expect("tempdir");
+        let written = scratch();
         let (store, _cp) = open(written.path(), config);
         commit(&store, 0);
         let before: Vec<u64> = segment_files(written.path())
@@ -377,7 +388,7 @@ mod commits {
         expected: &State,
     ) {
         let what = format!("segment {index} cut at byte {cut}");
-        let copy = tempfile::tempdir().expect("tempdir");
+        let copy = scratch();
         let part = copy.path().join(format!("{TOPIC}-0"));
         fs::create_dir_all(&part).expect("mkdir");
         for (i, (file, bytes)) in files.iter().zip(contents).enumerate().take(index + 1) {
