@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::Path;
 
-use statestore_changelog::{Changelog, ChangelogRecord, FileLog, FileLogConfig};
+use statestore_changelog::{
+    Changelog, ChangelogRecord, CommitReader, FileLog, FileLogConfig, Framing, RecordKind,
+};
 use store_api::BatchOp;
 
 const TOPIC: &str = "compaction-changelog";
@@ -176,4 +178,56 @@ fn compaction_runs_alongside_appends_and_reads() {
         .collect();
     assert_eq!(replay(&all(&log)), replay(&expected));
     assert_eq!(log.end_offset().unwrap(), 2000);
+}
+
+/// Framed commits compact to their latest records and the last marker; the framed records
+/// after the last marker (a commit abandoned halfway, here spanning a roll) are kept, and
+/// never count as the latest of their keys: the committed records they would supersede stay,
+/// so a restore still rebuilds the last committed state.
+#[test]
+fn compaction_keeps_committed_records_an_abandoned_commit_would_supersede() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let mut committed = BTreeMap::new();
+    for round in 0..6 {
+        let ops: Vec<BatchOp> = (round * 10..round * 10 + 10).map(update).collect();
+        log.append_framed(&ops, Framing::Commit).unwrap();
+        for op in &ops {
+            match op {
+                BatchOp::Put { key, value } => committed.insert(key.clone(), value.clone()),
+                BatchOp::Delete { key } => committed.remove(key),
+            };
+        }
+    }
+    // A writer dies halfway through a commit that rewrites every key, across a roll.
+    let abandoned: Vec<BatchOp> = (1000..1030).map(update).collect();
+    log.append_framed(&abandoned, Framing::Open).unwrap();
+    let stats = log.compact().unwrap();
+    assert!(stats.records_removed > 0, "{stats:?}");
+    let after = all(&log);
+    let markers = after
+        .iter()
+        .filter(|r| r.kind == RecordKind::CommitMarker)
+        .count();
+    assert_eq!(markers, 1, "only the last marker is left");
+    let tail: Vec<_> = after
+        .iter()
+        .filter(|r| r.offset >= 66)
+        .map(|r| r.op.clone())
+        .collect();
+    assert_eq!(tail, abandoned, "the abandoned records are kept");
+    let mut reader = CommitReader::new(&log, 0);
+    let mut restored = BTreeMap::new();
+    while reader.position() < log.end_offset().unwrap() {
+        let released = reader.read(7).unwrap();
+        assert!(released.last_read.is_some());
+        for op in released.ops {
+            match op {
+                BatchOp::Put { key, value } => restored.insert(key, value),
+                BatchOp::Delete { key } => restored.remove(&key),
+            };
+        }
+    }
+    assert_eq!(restored, committed);
+    assert_eq!(reader.committed(), Some(65));
 }

@@ -7,6 +7,7 @@ mod format;
 mod log;
 mod reader;
 mod recovery;
+mod retention;
 mod segment;
 
 pub use compact::CompactionStats;
