@@ -360,3 +360,70 @@ fn a_failed_write_poisons_the_log_until_reopened() {
     assert_eq!(log.end_offset().unwrap(), 3);
     assert_eq!(log.append(&ops(3..5)).unwrap(), 3..5);
 }
+
+/// A segment written by the file log before commit framing (format version 1, no flags):
+/// `append([put apple 1, put pear 2])`, then `append([put apple 3, delete pear, put "" "empty
+/// key"])`.
+const LEGACY_SEGMENT: &str = "5353434c4f47000100000000000000001600000026eebe3500000000000000000500\
+    0000010000006170706c6531150000003170bd4701000000000000000400000001000000706561723216000000b9\
+    43ae6c020000000000000005000000010000006170706c6533140000003f7dd5d8030000000000000004000000ff\
+    ffffff7065617219000000fe6f05b104000000000000000000000009000000656d707479206b6579";
+
+#[test]
+fn a_log_written_before_framing_restores_and_takes_framed_commits() {
+    use std::sync::Arc;
+
+    use statestore_changelog::{Checkpoint, LoggedStore, LoggedStoreConfig, RecordKind};
+    use store_api::KeyValueStore;
+
+    let hex: String = LEGACY_SEGMENT.split_whitespace().collect();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let part = dir.path().join("legacy-changelog-0");
+    fs::create_dir_all(&part).unwrap();
+    fs::write(part.join("00000000000000000000.log"), bytes).unwrap();
+    // A fresh checkpoint each time: every open restores the whole log.
+    let open_logged = |task: &str| {
+        let log = FileLog::open(dir.path(), "legacy-changelog", 0, FileLogConfig::default());
+        let cp = dir.path().join(task);
+        fs::create_dir(&cp).unwrap();
+        let checkpoint = Arc::new(Checkpoint::open(cp.join(".checkpoint")).unwrap());
+        let store = statestore_memory::MemoryStore::new(statestore_memory::Config::default());
+        let logged = LoggedStore::open(
+            Arc::new(store),
+            Arc::new(log.unwrap()),
+            checkpoint,
+            LoggedStoreConfig::default(),
+        );
+        logged.unwrap()
+    };
+    let store = open_logged("first");
+    let records = store.changelog().read(0, 10).unwrap();
+    assert_eq!(records.len(), 5);
+    assert!(records.iter().all(|r| r.kind == RecordKind::Unframed));
+    assert_eq!(store.restored().checkpoint, Some(4));
+    let state = |store: &LoggedStore| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let all = store.range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
+        all.unwrap().collect::<Result<_, _>>().unwrap()
+    };
+    let legacy = vec![
+        (b"".to_vec(), b"empty key".to_vec()),
+        (b"apple".to_vec(), b"3".to_vec()),
+    ];
+    assert_eq!(state(&store), legacy);
+    store.put(b"pear", b"4").unwrap();
+    store.commit().unwrap();
+    drop(store);
+    let store = open_logged("second");
+    assert_eq!(
+        store.restored().checkpoint,
+        Some(6),
+        "the framed commit's marker"
+    );
+    let mut expected = legacy;
+    expected.push((b"pear".to_vec(), b"4".to_vec()));
+    assert_eq!(state(&store), expected);
+}
