@@ -149,7 +149,11 @@ impl LoggedStore {
             closed: AtomicBool::new(false),
             restored,
         };
-        logged.repair_abandoned_tail()?;
+        if let Err(err) = logged.repair_abandoned_tail() {
+            // Dropped unopened: the caller's store stays open, as when the restore fails.
+            logged.closed.store(true, Ordering::Release);
+            return Err(err);
+        }
         Ok(logged)
     }
 
