@@ -273,9 +273,7 @@ fn a_commit_abandoned_halfway_is_never_applied_on_any_backend() {
         let inner = open_backend();
         let (store, _) = open(&inner, log.clone(), &cp, 3);
         for i in 0..10 {
-            store
-                .put(&put_op(i, 1).key().to_vec(), b"first")
-                .expect("put");
+            store.put(put_op(i, 1).key(), b"first").expect("put");
         }
         store.commit().expect("commit");
         let after_first = scan(&store);
