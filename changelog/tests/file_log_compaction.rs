@@ -2,12 +2,15 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
+use std::ops::Bound;
 use std::path::Path;
 
 use statestore_changelog::{
-    Changelog, ChangelogRecord, CommitReader, FileLog, FileLogConfig, Framing, RecordKind,
+    Changelog, ChangelogRecord, Checkpoint, CommitReader, FileLog, FileLogConfig, Framing,
+    NoopRestoreListener, RecordKind, restore,
 };
-use store_api::BatchOp;
+use statestore_memory::{Config, MemoryStore};
+use store_api::{BatchOp, KeyValueStore};
 
 const TOPIC: &str = "compaction-changelog";
 
@@ -230,4 +233,15 @@ fn compaction_keeps_committed_records_an_abandoned_commit_would_supersede() {
     }
     assert_eq!(restored, committed);
     assert_eq!(reader.committed(), Some(65));
+    // A restore finds the last commit end first, then reads the gaps up to it in batches.
+    for batch in [1, 3, 1000] {
+        let cp_dir = tempfile::tempdir().unwrap();
+        let checkpoint = Checkpoint::open(cp_dir.path().join(".checkpoint")).unwrap();
+        let store = MemoryStore::new(Config::default());
+        let outcome = restore(&store, &log, &checkpoint, batch, &mut NoopRestoreListener).unwrap();
+        assert_eq!(outcome.checkpoint, Some(65), "batches of {batch}");
+        let all = store.range(Bound::Unbounded, Bound::Unbounded).unwrap();
+        let state: BTreeMap<Vec<u8>, Vec<u8>> = all.collect::<Result<_, _>>().unwrap();
+        assert_eq!(state, committed, "batches of {batch}");
+    }
 }
