@@ -296,6 +296,21 @@ impl LoggedStore {
         Ok(keys.len())
     }
 
+    /// Closes without committing: writes buffered since the last commit are dropped and
+    /// nothing more reaches the changelog. For a task whose partition was lost to another
+    /// instance, which may already be writing to the same changelog partition.
+    ///
+    /// # Errors
+    /// The wrapped store's close error.
+    pub fn abandon(&self) -> Result<()> {
+        let _no_commit_in_flight = self.commit_lock.lock();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        *self.buffer.write() = WriteBuffer::default();
+        self.store.close()
+    }
+
     /// The buffer, locked for writing, once it has room for another write: when it holds
     /// `commit_bytes` or more, it is committed first.
     ///

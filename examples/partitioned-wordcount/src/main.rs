@@ -1,0 +1,365 @@
+//! partitioned-wordcount: a word count sharded over the partitions of a Kafka topic, run as
+//! several instances of one consumer group. Kill any instance with `kill -9` at any moment: the
+//! survivors take its tasks over, restore them from the changelog topics, and the final counts
+//! equal those of one uninterrupted instance.
+//!
+//! ```text
+//! partitioned-wordcount produce --bootstrap 127.0.0.1:19092 --topic words --lines 100000
+//! partitioned-wordcount run --bootstrap 127.0.0.1:19092 --topic words --state-dir /tmp/pw1 &
+//! partitioned-wordcount run --bootstrap 127.0.0.1:19092 --topic words --state-dir /tmp/pw2 &
+//! partitioned-wordcount counts --bootstrap 127.0.0.1:19092     # from the changelog topics
+//! partitioned-wordcount expected --lines 100000                # what they must equal
+//! ```
+
+mod text;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
+use statestore_tasks::{
+    Application, POSITION_KEY, ProcessorContext, StoreSpec, TaskEventKind, TasksConfig,
+};
+use store_api::{BatchOp, Error, Result};
+
+/// The stores: word counts, and counts per first letter (a second store, so a crash between
+/// the commits of one task's two stores is part of what the example survives).
+const STORES: [&str; 2] = ["counts", "letters"];
+
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Writes generated lines to the input topic, one record per word, keyed by the word.
+    Produce {
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        bootstrap: String,
+        #[arg(long, default_value = "words")]
+        topic: String,
+        /// Partitions of the input topic when this creates it.
+        #[arg(long, default_value_t = 4)]
+        partitions: i32,
+        /// Lines `from..lines` are written.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long, default_value_t = 100_000)]
+        lines: u64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+    /// Runs one instance: counts the words of the partitions the group assigns it.
+    Run {
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        bootstrap: String,
+        #[arg(long, default_value = "words")]
+        topic: String,
+        #[arg(long, default_value = "partitioned-wordcount")]
+        application_id: String,
+        /// This instance's state directory (one per instance on one machine).
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[arg(long, default_value = "rocksdb")]
+        backend: String,
+        #[arg(long, default_value_t = 1_000)]
+        commit_interval_ms: u64,
+        #[arg(long, default_value_t = 10_000)]
+        session_timeout_ms: u64,
+        #[arg(long, default_value_t = 0)]
+        num_standby_replicas: u32,
+        /// Leave the group and exit cleanly when stdin reaches its end.
+        #[arg(long)]
+        stop_on_stdin_eof: bool,
+    },
+    /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
+    Counts {
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        bootstrap: String,
+        #[arg(long, default_value = "partitioned-wordcount")]
+        application_id: String,
+        #[arg(long, default_value_t = 4)]
+        partitions: u32,
+        /// The store to print: counts or letters.
+        #[arg(long, default_value = "counts")]
+        store: String,
+    },
+    /// Prints what `counts` must print after `produce --lines <lines>`, computed without Kafka.
+    Expected {
+        #[arg(long, default_value_t = 100_000)]
+        lines: u64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long, default_value = "counts")]
+        store: String,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Produce {
+            bootstrap,
+            topic,
+            partitions,
+            from,
+            lines,
+            seed,
+        } => produce(&bootstrap, &topic, partitions, from..lines, seed),
+        Command::Run {
+            bootstrap,
+            topic,
+            application_id,
+            state_dir,
+            backend,
+            commit_interval_ms,
+            session_timeout_ms,
+            num_standby_replicas,
+            stop_on_stdin_eof,
+        } => {
+            let config = TasksConfig {
+                application_id,
+                state_dir,
+                bootstrap_servers: bootstrap,
+                input_topics: vec![topic],
+                stores: STORES
+                    .iter()
+                    .map(|s| StoreSpec::new(*s, &backend))
+                    .collect(),
+                commit_interval_ms,
+                session_timeout_ms,
+                heartbeat_interval_ms: (session_timeout_ms / 4).max(1),
+                num_standby_replicas,
+                ..TasksConfig::default()
+            };
+            instance(config, stop_on_stdin_eof)
+        }
+        Command::Counts {
+            bootstrap,
+            application_id,
+            partitions,
+            store,
+        } => print(&changelog_counts(
+            &bootstrap,
+            &application_id,
+            &store,
+            partitions,
+        )?),
+        Command::Expected { lines, seed, store } => {
+            let mut counts = BTreeMap::new();
+            for line in 0..lines {
+                for word in text::line(seed, line) {
+                    *counts.entry(key_of(&store, word)).or_insert(0) += 1;
+                }
+            }
+            print(&counts)
+        }
+    }
+}
+
+/// The key a word is counted under in `store`.
+fn key_of(store: &str, word: &str) -> String {
+    match store {
+        "letters" => word.chars().next().map(String::from).unwrap_or_default(),
+        _ => word.to_owned(),
+    }
+}
+
+fn produce(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    lines: std::ops::Range<u64>,
+    seed: u64,
+) -> Result<()> {
+    statestore_tasks::create_topic(bootstrap, topic, partitions)?;
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "20")
+        .create()
+        .map_err(|err| Error::backend("kafka", err))?;
+    let mut records = 0u64;
+    for line in lines.clone() {
+        for word in text::line(seed, line) {
+            // Keyed by word, so the default partitioner sends a word to one partition always,
+            // as a repartition by word would.
+            let mut record = BaseRecord::<str, str>::to(topic).key(word).payload(word);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((_, back)) => {
+                        producer.poll(Duration::from_millis(5));
+                        record = back;
+                    }
+                }
+            }
+            records += 1;
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .map_err(|err| Error::backend("kafka", err))?;
+    eprintln!(
+        "produced lines {}..{} ({records} records) to {topic}",
+        lines.start, lines.end
+    );
+    Ok(())
+}
+
+/// Counts a record's word in both stores.
+fn count(ctx: &mut ProcessorContext<'_>) -> Result<()> {
+    let word = String::from_utf8_lossy(ctx.key().unwrap_or_default()).into_owned();
+    for store in STORES {
+        let key = key_of(store, &word);
+        let handle = ctx.store(store)?;
+        let count = match handle.get(key.as_bytes())? {
+            Some(bytes) => decode(&bytes)?,
+            None => 0,
+        };
+        handle.put(key.as_bytes(), &(count + 1).to_be_bytes())?;
+    }
+    Ok(())
+}
+
+fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    if stop_on_stdin_eof {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let mut app = Application::new(config)?;
+    eprintln!("started: pid {}", std::process::id());
+    let (mut processed, mut last_report) = (0u64, Instant::now());
+    let mut process = count;
+    while !stop.load(Ordering::Relaxed) {
+        let polled = app.poll(Duration::from_millis(100), &mut process);
+        match polled {
+            Ok(true) => processed += 1,
+            Ok(false) => {}
+            Err(err) => {
+                let _ = app.close();
+                return Err(err);
+            }
+        }
+        for event in app.take_events() {
+            report(&event);
+        }
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            eprintln!("processed {processed} tasks {:?}", app.active_tasks());
+            last_report = Instant::now();
+        }
+    }
+    app.close()?;
+    eprintln!("closed after processing {processed} records");
+    Ok(())
+}
+
+fn report(event: &statestore_tasks::TaskEvent) {
+    match &event.kind {
+        TaskEventKind::Assigned {
+            restored,
+            next_offset,
+        } => {
+            let restored: Vec<String> = restored
+                .iter()
+                .map(|(store, outcome)| {
+                    format!("{store}: {} records from {}", outcome.records, outcome.from)
+                })
+                .collect();
+            eprintln!(
+                "assigned {} at offset {next_offset:?} (restored {})",
+                event.task,
+                restored.join(", ")
+            );
+        }
+        TaskEventKind::Revoked => eprintln!("revoked {}", event.task),
+        TaskEventKind::Lost => eprintln!("lost {}", event.task),
+    }
+}
+
+/// The counts of `store` summed over every changelog partition.
+fn changelog_counts(
+    bootstrap: &str,
+    application_id: &str,
+    store: &str,
+    partitions: u32,
+) -> Result<BTreeMap<String, u64>> {
+    let topic = format!("{application_id}-{store}-changelog");
+    let mut total = BTreeMap::new();
+    for partition in 0..partitions {
+        let config = KafkaConfig {
+            bootstrap_servers: bootstrap.to_owned(),
+            ..KafkaConfig::default()
+        };
+        let log = KafkaLog::open_topic(config, &topic, partition)?;
+        // Whole commits only, as a restore replays them: a commit torn by a crash is not state.
+        let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let end = log.end_offset()?;
+        let mut reader = CommitReader::new(&log, log.start_offset()?);
+        while reader.position() < end {
+            let released = reader.read(1000)?;
+            if released.last_read.is_none() {
+                break;
+            }
+            for op in released.ops {
+                match op {
+                    BatchOp::Put { key, value } => latest.insert(key, Some(value)),
+                    BatchOp::Delete { key } => latest.insert(key, None),
+                };
+            }
+        }
+        for (key, value) in latest {
+            if let (false, Some(value)) = (key == POSITION_KEY, value) {
+                let word = String::from_utf8_lossy(&key).into_owned();
+                *total.entry(word).or_insert(0) += decode(&value)?;
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn print(counts: &BTreeMap<String, u64>) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = counts
+        .iter()
+        .try_for_each(|(word, count)| writeln!(out, "{word}\t{count}"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::io("printing the counts", err))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<u64> {
+    let array: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| Error::Corruption(format!("a count of {} bytes", bytes.len())))?;
+    Ok(u64::from_be_bytes(array))
+}

@@ -1,0 +1,226 @@
+//! Instances of partitioned-wordcount as separate processes in one group against the real
+//! broker: one is killed with SIGKILL while it processes and commits (every 50 ms), another
+//! joins later, and the final counts of both stores equal those computed without Kafka.
+//!
+//! Needs `STATESTORE_KAFKA_BOOTSTRAP` (or `STATESTORE_SKIP_KAFKA=1` to skip, printing SKIP).
+//! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 3000, 8 records each).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
+
+fn bootstrap(test: &str) -> Option<String> {
+    match std::env::var("STATESTORE_KAFKA_BOOTSTRAP") {
+        Ok(addr) if !addr.trim().is_empty() => Some(addr),
+        _ if std::env::var("STATESTORE_SKIP_KAFKA").is_ok_and(|v| v == "1") => {
+            println!("partitioned-wordcount: SKIP {test}: STATESTORE_SKIP_KAFKA=1");
+            None
+        }
+        _ => panic!(
+            "STATESTORE_KAFKA_BOOTSTRAP is not set; start a broker with \
+             `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)` or set \
+             STATESTORE_SKIP_KAFKA=1"
+        ),
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+fn lines() -> u64 {
+    std::env::var("STATESTORE_TASKS_LINES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000)
+}
+
+/// Runs the binary to completion and returns its stdout.
+fn output(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?} failed: {stderr}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// One instance process, its stderr lines on a channel.
+struct Instance {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    log: Vec<String>,
+}
+
+impl Instance {
+    fn start(bootstrap: &str, topic: &str, app: &str, state_dir: &Path) -> Instance {
+        let mut child = Command::new(BIN)
+            .args(["run", "--bootstrap", bootstrap, "--topic", topic])
+            .args(["--application-id", app, "--backend", "redb"])
+            .args(["--commit-interval-ms", "50", "--session-timeout-ms", "6000"])
+            .arg("--stop-on-stdin-eof")
+            .arg("--state-dir")
+            .arg(state_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn instance");
+        let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Instance {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            log: Vec::new(),
+        }
+    }
+
+    /// Waits for a stderr line satisfying `wanted`.
+    fn wait_for(&mut self, timeout: Duration, wanted: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(remaining) {
+                Ok(line) => {
+                    let found = wanted(&line);
+                    self.log.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!("no such line within {timeout:?}; log: {:#?}", self.log),
+            }
+        }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+
+    /// Closes stdin, so the instance commits, leaves the group and exits.
+    fn stop(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("wait");
+        self.log.extend(self.lines.try_iter());
+        assert!(status.success(), "instance failed: {:#?}", self.log);
+    }
+}
+
+/// Waits until the group's committed offsets reach the end of every input partition: every
+/// record is in the state (the group offset is committed after the stores).
+fn wait_complete(bootstrap: &str, topic: &str, app: &str, timeout: Duration) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", app)
+        .create()
+        .expect("consumer");
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut tpl = TopicPartitionList::new();
+        let mut ends = Vec::new();
+        for p in 0..4 {
+            tpl.add_partition(topic, p);
+            let (_, high) = consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .expect("watermarks");
+            ends.push(high);
+        }
+        let committed = consumer
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .expect("committed");
+        let done = (0..4).all(|p| {
+            committed
+                .find_partition(topic, p)
+                .is_some_and(|e| e.offset() == Offset::Offset(ends[p as usize]))
+        });
+        if done {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group offsets {committed:?} did not reach {ends:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn kill_9_while_committing_and_a_join_keep_counts_exact() {
+    let Some(bootstrap) = bootstrap("kill_9_while_committing_and_a_join_keep_counts_exact") else {
+        return;
+    };
+    let (app, topic) = (unique("pwc"), unique("pwc-words"));
+    let n = lines();
+    let (first, total) = (n.to_string(), (2 * n).to_string());
+    output(&[
+        "produce",
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        &topic,
+        "--lines",
+        &first,
+    ]);
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().expect("dir")).collect();
+
+    let mut a = Instance::start(&bootstrap, &topic, &app, dirs[0].path());
+    let mut b = Instance::start(&bootstrap, &topic, &app, dirs[1].path());
+    let mut c = Instance::start(&bootstrap, &topic, &app, dirs[2].path());
+    // Kill B once it owns tasks and has processed records: it commits every 50 ms.
+    b.wait_for(Duration::from_secs(60), |l| {
+        l.starts_with("processed ") && !l.starts_with("processed 0 ") && !l.ends_with("[]")
+    });
+    b.kill();
+    output(&[
+        "produce",
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        &topic,
+        "--from",
+        &first,
+        "--lines",
+        &total,
+    ]);
+    // A and C take B's tasks over after its session timeout; D joins meanwhile.
+    let d = Instance::start(&bootstrap, &topic, &app, dirs[3].path());
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(120));
+    a.wait_for(Duration::from_secs(5), |l| l.starts_with("assigned"));
+    c.wait_for(Duration::from_secs(5), |l| l.starts_with("assigned"));
+    for instance in [a, c, d] {
+        instance.stop();
+    }
+
+    for store in ["counts", "letters"] {
+        let counted = output(&[
+            "counts",
+            "--bootstrap",
+            &bootstrap,
+            "--application-id",
+            &app,
+            "--store",
+            store,
+        ]);
+        let expected = output(&["expected", "--lines", &total, "--store", store]);
+        assert!(!expected.is_empty());
+        assert_eq!(counted, expected, "store {store}");
+    }
+}

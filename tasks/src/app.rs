@@ -1,0 +1,569 @@
+//! [`Application`]: one instance of a partitioned application, and its processing loop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use statestore_changelog::{NoopRestoreListener, RestoreListener, StateDirectory, TaskId};
+use store_api::{Error, Result};
+
+use crate::TaskEvent;
+use crate::config::TasksConfig;
+use crate::group::{GroupContext, Shared, commit_group};
+use crate::standby::{Member, Standby, Standbys, decode_assignment, standby_tasks};
+use crate::store::TaskStore;
+use crate::task::Task;
+use crate::topics::{self, convert};
+
+/// How long a broker may hold a fetch that finds nothing new, unless the properties say
+/// otherwise. tansu 0.6 sleeps for half of it after every fetch, even one that found records.
+const FETCH_WAIT_MS: &str = "20";
+
+/// How often standby copies read the group's assignment and catch up with their changelogs.
+const STANDBY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One input record and the task it belongs to, handed to the processor.
+pub struct ProcessorContext<'a> {
+    task: &'a Task,
+    message: &'a BorrowedMessage<'a>,
+    offset: u64,
+    partition: u32,
+    outputs: &'a mut Vec<Output>,
+}
+
+/// A record the processor sends to an output topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Output {
+    topic: String,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+}
+
+impl ProcessorContext<'_> {
+    /// The task: `0_<partition>`.
+    pub fn task_id(&self) -> TaskId {
+        TaskId::new(0, self.partition)
+    }
+
+    /// The input partition.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// The record's offset in its partition.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The record's timestamp in milliseconds since the epoch, when it has one.
+    pub fn timestamp(&self) -> Option<i64> {
+        self.message.timestamp().to_millis()
+    }
+
+    /// The record's key.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.message.key()
+    }
+
+    /// The record's value.
+    pub fn value(&self) -> Option<&[u8]> {
+        self.message.payload()
+    }
+
+    /// The task's store `name`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a store that is not configured.
+    pub fn store(&self, name: &str) -> Result<TaskStore<'_>> {
+        let slot = self
+            .task
+            .slots
+            .iter()
+            .find(|slot| slot.name == name)
+            .ok_or_else(|| Error::invalid(format!("no store named {name:?} is configured")))?;
+        Ok(TaskStore {
+            store: &slot.store,
+            replayed: self.offset < slot.position,
+        })
+    }
+
+    /// Sends a record to `topic` once the processor returns. Outputs are at least once: they
+    /// are flushed before each commit, and a record processed again after a crash sends its
+    /// outputs again.
+    pub fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.outputs.push(Output {
+            topic: topic.to_owned(),
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+        });
+    }
+}
+
+/// One instance of a partitioned application: a member of the consumer group
+/// `application_id`, owning the tasks of the partitions assigned to it.
+pub struct Application {
+    consumer: BaseConsumer<GroupContext>,
+    shared: Arc<Shared>,
+    producer: Option<BaseProducer>,
+    outputs: Vec<Output>,
+    last_commit: Instant,
+    last_cleanup: Instant,
+    last_standby: Instant,
+    closed: bool,
+}
+
+impl Application {
+    /// Validates `config`, checks the input topic, creates missing changelog topics, locks
+    /// the state directory and subscribes to the input topic. Tasks are opened by the
+    /// rebalances that [`poll`](Application::poll) serves.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad option, a missing input topic or a changelog topic whose
+    /// partition count differs from the input's; `Locked` when another process holds the
+    /// state directory; `Timeout` when no broker answers.
+    pub fn new(config: TasksConfig) -> Result<Application> {
+        Self::with_listener(config, Box::new(NoopRestoreListener))
+    }
+
+    /// As [`new`](Application::new), reporting every restore to `listener`.
+    ///
+    /// # Errors
+    /// As [`new`](Application::new).
+    pub fn with_listener(
+        config: TasksConfig,
+        listener: Box<dyn RestoreListener + Send>,
+    ) -> Result<Application> {
+        config.validate()?;
+        let input = config.input_topic()?.to_owned();
+        let state = StateDirectory::open(&config.state_dir, &config.application_id)?;
+        let metadata_client: BaseConsumer = base_config(&config)
+            .create()
+            .map_err(|err| convert("creating the metadata client", err))?;
+        let partitions = topics::prepare(metadata_client.client(), &config)?;
+        drop(metadata_client);
+        let shared = Arc::new(Shared {
+            input: input.clone(),
+            partitions,
+            state,
+            tasks: Mutex::new(Default::default()),
+            error: Mutex::new(None),
+            events: Mutex::new(Vec::new()),
+            listener: Mutex::new(listener),
+            standbys: Mutex::new(Standbys::new()),
+            client_id: unique_client_id(&config.application_id),
+            config,
+        });
+        let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
+            .set("client.id", &shared.client_id)
+            .create_with_context(GroupContext {
+                shared: Arc::clone(&shared),
+            })
+            .map_err(|err| convert("creating the group consumer", err))?;
+        consumer
+            .subscribe(&[&input])
+            .map_err(|err| convert(&format!("subscribing to {input}"), err))?;
+        tracing::info!(
+            application = shared.config.application_id,
+            input,
+            partitions,
+            "started"
+        );
+        Ok(Application {
+            consumer,
+            shared,
+            producer: None,
+            outputs: Vec::new(),
+            last_commit: Instant::now(),
+            last_cleanup: Instant::now(),
+            last_standby: Instant::now(),
+            closed: false,
+        })
+    }
+
+    /// The number of tasks: the input topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.shared.partitions
+    }
+
+    /// The tasks this instance owns now.
+    pub fn active_tasks(&self) -> Vec<TaskId> {
+        self.shared
+            .tasks
+            .lock()
+            .keys()
+            .map(|&p| TaskId::new(0, p))
+            .collect()
+    }
+
+    /// The tasks this instance keeps a standby copy of now.
+    pub fn standby_tasks(&self) -> Vec<TaskId> {
+        self.shared
+            .standbys
+            .lock()
+            .keys()
+            .map(|&p| TaskId::new(0, p))
+            .collect()
+    }
+
+    /// The task events since the last call, oldest first.
+    pub fn take_events(&self) -> Vec<TaskEvent> {
+        std::mem::take(&mut *self.shared.events.lock())
+    }
+
+    /// Serves rebalances and processes at most one record with `process`, waiting up to
+    /// `timeout` for it; commits when the commit interval has passed. Returns whether a
+    /// record was processed.
+    ///
+    /// # Errors
+    /// The first error of a rebalance (a task that could not be restored or committed), of
+    /// the processor (its task is then never committed again, see
+    /// [`close`](Application::close)), of a commit, or of the consumer.
+    pub fn poll<F>(&mut self, timeout: Duration, process: &mut F) -> Result<bool>
+    where
+        F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
+    {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        let polled = self.consumer.poll(timeout);
+        if let Some(err) = self.shared.error.lock().take() {
+            return Err(err);
+        }
+        let processed = match polled {
+            None => false,
+            Some(Err(KafkaError::PartitionEOF(_))) => false,
+            Some(Err(err)) => {
+                // librdkafka reports transient errors (a broker reconnecting) and retries.
+                tracing::debug!(%err, "consumer error");
+                false
+            }
+            Some(Ok(message)) => {
+                let outputs = &mut self.outputs;
+                process_message(&self.shared, &message, outputs, process)?
+            }
+        };
+        self.send_outputs()?;
+        if self.last_commit.elapsed() >= self.shared.config.commit_interval() {
+            self.commit()?;
+        }
+        if self.shared.config.num_standby_replicas > 0
+            && self.last_standby.elapsed() >= STANDBY_INTERVAL
+        {
+            self.maintain_standbys()?;
+            self.last_standby = Instant::now();
+        }
+        Ok(processed)
+    }
+
+    /// Polls and processes until `stop` is set, then closes.
+    ///
+    /// # Errors
+    /// As [`poll`](Application::poll) and [`close`](Application::close).
+    pub fn run<F>(mut self, stop: &AtomicBool, mut process: F) -> Result<()>
+    where
+        F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
+    {
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(err) = self.poll(Duration::from_millis(100), &mut process) {
+                let _ = self.close();
+                return Err(err);
+            }
+        }
+        self.close()
+    }
+
+    /// Commits every task: outputs flushed, then each task's stores with its position, then
+    /// the group offsets. Also removes the directories of tasks unassigned for longer than
+    /// `state_cleanup_delay`.
+    ///
+    /// # Errors
+    /// The first error of a flush, a store commit or the group commit.
+    pub fn commit(&mut self) -> Result<()> {
+        self.flush_outputs()?;
+        let mut offsets = Vec::new();
+        {
+            let mut tasks = self.shared.tasks.lock();
+            for (&partition, task) in tasks.iter_mut() {
+                if task.committed_offset == task.next_offset {
+                    continue;
+                }
+                if let Some(offset) = task.commit()? {
+                    offsets.push((partition, offset));
+                }
+            }
+        }
+        commit_group(&self.consumer, &self.shared.input, &offsets)?;
+        self.last_commit = Instant::now();
+        self.cleanup()
+    }
+
+    fn cleanup(&mut self) -> Result<()> {
+        let delay = self.shared.config.state_cleanup_delay();
+        if self.last_cleanup.elapsed() < delay.min(Duration::from_secs(60)) {
+            return Ok(());
+        }
+        self.last_cleanup = Instant::now();
+        let mut assigned = self.active_tasks();
+        assigned.extend(self.standby_tasks());
+        let removed = self.shared.state.cleanup(&assigned, delay)?;
+        if !removed.is_empty() {
+            tracing::info!(?removed, "removed unassigned task directories");
+        }
+        Ok(())
+    }
+
+    /// Commits and closes every task (keeping their files), then leaves the group, so the
+    /// other instances take the partitions over at once. A task whose processor failed is
+    /// closed without committing.
+    ///
+    /// # Errors
+    /// The first commit error; every task is closed regardless.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let flushed = self.flush_outputs();
+        let tasks = std::mem::take(&mut *self.shared.tasks.lock());
+        let standbys = std::mem::take(&mut *self.shared.standbys.lock());
+        let mut first_error = flushed.err();
+        for standby in standbys.into_values() {
+            if let Err(err) = standby.close() {
+                first_error = first_error.or(Some(err));
+            }
+        }
+        let mut offsets = Vec::new();
+        for (partition, task) in tasks {
+            if task.poisoned || first_error.is_some() {
+                task.abandon();
+                continue;
+            }
+            match task.close() {
+                Ok(Some(offset)) => offsets.push((partition, offset)),
+                Ok(None) => {}
+                Err(err) => first_error = first_error.or(Some(err)),
+            }
+        }
+        if let Err(err) = commit_group(&self.consumer, &self.shared.input, &offsets) {
+            tracing::warn!(%err, "committing the group offsets on close failed");
+        }
+        self.consumer.unsubscribe();
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Reads the group's members and assignment, opens the standby copies this instance
+    /// should keep (see the `standby` module), closes the others, and brings every copy up to
+    /// the end of its changelogs.
+    fn maintain_standbys(&mut self) -> Result<()> {
+        let shared = &self.shared;
+        let app = &shared.config.application_id;
+        let groups = match self
+            .consumer
+            .fetch_group_list(Some(app.as_str()), shared.config.request_timeout())
+        {
+            Ok(groups) => groups,
+            Err(err) => {
+                // Standbys are an optimisation: without the member list, keep what there is.
+                tracing::warn!(%err, "describing the consumer group failed; standbys unchanged");
+                return Ok(());
+            }
+        };
+        let Some(group) = groups.groups().iter().find(|g| g.name() == app) else {
+            return Ok(());
+        };
+        if group.state() != "Stable" {
+            // Mid-rebalance the assignment is in flux: keep the copies as they are.
+            return Ok(());
+        }
+        let members: Vec<Member> = group
+            .members()
+            .iter()
+            .map(|m| Member {
+                client_id: m.client_id().to_owned(),
+                partitions: m
+                    .assignment()
+                    .and_then(|bytes| decode_assignment(bytes, &shared.input))
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        let mut wanted = standby_tasks(
+            &members,
+            &shared.client_id,
+            shared.config.num_standby_replicas,
+        );
+        wanted.retain(|p| !active.contains(p));
+        let mut standbys = shared.standbys.lock();
+        let unwanted: Vec<u32> = standbys
+            .keys()
+            .filter(|p| !wanted.contains(p))
+            .copied()
+            .collect();
+        for partition in unwanted {
+            if let Some(standby) = standbys.remove(&partition) {
+                tracing::info!(task = %standby.id, "standby no longer wanted here");
+                standby.close()?;
+            }
+        }
+        for &partition in &wanted {
+            if let std::collections::btree_map::Entry::Vacant(slot) = standbys.entry(partition) {
+                let id = TaskId::new(0, partition);
+                let standby = Standby::open(&shared.state, &shared.config, id, shared.partitions)?;
+                tracing::info!(task = %id, "standby opened");
+                slot.insert(standby);
+            }
+        }
+        let mut listener = shared.listener.lock();
+        for standby in standbys.values_mut() {
+            standby.catch_up(&mut **listener)?;
+        }
+        Ok(())
+    }
+
+    fn send_outputs(&mut self) -> Result<()> {
+        if self.outputs.is_empty() {
+            return Ok(());
+        }
+        if self.producer.is_none() {
+            let mut config = base_config(&self.shared.config);
+            config.set("enable.idempotence", "true").set("acks", "all");
+            let producer = config
+                .create()
+                .map_err(|err| convert("creating the output producer", err))?;
+            self.producer = Some(producer);
+        }
+        let Some(producer) = &self.producer else {
+            return Ok(());
+        };
+        for output in self.outputs.drain(..) {
+            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&output.topic);
+            if let Some(key) = &output.key {
+                record = record.key(key.as_slice());
+            }
+            if let Some(value) = &output.value {
+                record = record.payload(value.as_slice());
+            }
+            let mut pending = record;
+            loop {
+                match producer.send(pending) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        producer.poll(Duration::from_millis(10));
+                        pending = back;
+                    }
+                    Err((err, _)) => return Err(convert("sending an output record", err)),
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    fn flush_outputs(&mut self) -> Result<()> {
+        self.send_outputs()?;
+        match &self.producer {
+            Some(producer) => producer
+                .flush(self.shared.config.request_timeout())
+                .map_err(|err| convert("flushing the output records", err)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Application {
+    fn drop(&mut self) {
+        if let Err(err) = self.close() {
+            tracing::warn!(%err, "closing a dropped application");
+        }
+    }
+}
+
+/// Hands `message` to `process` with its task, unless the task already processed it.
+fn process_message<F>(
+    shared: &Shared,
+    message: &BorrowedMessage<'_>,
+    outputs: &mut Vec<Output>,
+    process: &mut F,
+) -> Result<bool>
+where
+    F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
+{
+    let (Ok(partition), Ok(offset)) = (
+        u32::try_from(message.partition()),
+        u64::try_from(message.offset()),
+    ) else {
+        return Ok(false);
+    };
+    let mut tasks = shared.tasks.lock();
+    let Some(task) = tasks.get_mut(&partition) else {
+        // A record fetched before its partition was revoked.
+        return Ok(false);
+    };
+    if task.next_offset.is_some_and(|next| offset < next) {
+        return Ok(false);
+    }
+    let mut context = ProcessorContext {
+        task,
+        message,
+        offset,
+        partition,
+        outputs,
+    };
+    if let Err(err) = process(&mut context) {
+        task.poisoned = true;
+        return Err(err);
+    }
+    task.next_offset = Some(offset + 1);
+    Ok(true)
+}
+
+/// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`.
+fn unique_client_id(application_id: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{application_id}-{}-{nanos}", std::process::id())
+}
+
+/// Bootstrap servers, the passthrough properties and the timeouts.
+fn base_config(config: &TasksConfig) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    for (key, value) in &config.properties {
+        client.set(key, value);
+    }
+    client
+        .set("bootstrap.servers", &config.bootstrap_servers)
+        .set("socket.timeout.ms", config.request_timeout_ms.to_string());
+    client
+}
+
+/// The group consumer: no automatic commits, positions from the tasks.
+fn consumer_config(config: &TasksConfig) -> ClientConfig {
+    let mut client = base_config(config);
+    if client.get("fetch.wait.max.ms").is_none() {
+        client.set("fetch.wait.max.ms", FETCH_WAIT_MS);
+    }
+    client
+        .set("group.id", &config.application_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", config.session_timeout_ms.to_string())
+        .set(
+            "heartbeat.interval.ms",
+            config.heartbeat_interval_ms.to_string(),
+        )
+        .set(
+            "partition.assignment.strategy",
+            config.assignment_strategy.librdkafka_name(),
+        );
+    client
+}

@@ -1,0 +1,355 @@
+//! The application's configuration, in Kafka Streams' terms, and its validation.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use statestore_changelog::{KafkaConfig, LoggedStoreConfig};
+use store_api::{Error, Result};
+
+/// The longest Kafka Streams accepts for an application id; the changelog topic adds the store
+/// name and `-changelog`, and a topic may have 249 bytes.
+const MAX_TOPIC_LEN: usize = 249;
+
+/// How partitions are spread over the instances of a group (librdkafka's
+/// `partition.assignment.strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AssignmentStrategy {
+    /// Eager `range`: every rebalance revokes every partition of every member, then assigns
+    /// the new split. Simple; every task closes and reopens (restoring only its tail).
+    #[default]
+    Range,
+    /// Eager `roundrobin`.
+    Roundrobin,
+    /// Incremental `cooperative-sticky`: only the partitions that move are revoked.
+    CooperativeSticky,
+}
+
+impl AssignmentStrategy {
+    /// librdkafka's name of the strategy.
+    pub fn librdkafka_name(self) -> &'static str {
+        match self {
+            AssignmentStrategy::Range => "range",
+            AssignmentStrategy::Roundrobin => "roundrobin",
+            AssignmentStrategy::CooperativeSticky => "cooperative-sticky",
+        }
+    }
+}
+
+/// One state store of every task: its name, its engine and the engine's options.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSpec {
+    /// The store name: the changelog topic is `<application_id>-<name>-changelog`.
+    pub name: String,
+    /// The backend, by name (`rocksdb`, `redb`, `sled`, `memory`), compiled into `statestore`.
+    pub backend: String,
+    /// The backend's options (`null` for its defaults).
+    #[serde(default)]
+    pub options: serde_json::Value,
+    /// Buffering and restore options of the logged store.
+    #[serde(default)]
+    pub logged: LoggedStoreConfig,
+}
+
+impl StoreSpec {
+    /// A store `name` on `backend` with default options.
+    pub fn new(name: impl Into<String>, backend: impl Into<String>) -> StoreSpec {
+        StoreSpec {
+            name: name.into(),
+            backend: backend.into(),
+            options: serde_json::Value::Null,
+            logged: LoggedStoreConfig::default(),
+        }
+    }
+}
+
+/// The configuration of a partitioned application. Deserialize it from a configuration table;
+/// unknown fields are rejected.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TasksConfig {
+    /// `application.id`: the consumer group id, the state directory's name and the prefix of
+    /// every changelog topic. Letters, digits, `.`, `_` and `-`, as in Kafka Streams.
+    pub application_id: String,
+    /// The state directory: tasks live in `<state_dir>/<application_id>/<task_id>/`.
+    pub state_dir: PathBuf,
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// The input topics. One, for now (see [`validate`](TasksConfig::validate)).
+    pub input_topics: Vec<String>,
+    /// The stores of every task.
+    pub stores: Vec<StoreSpec>,
+    /// How often every task's stores, then the group offsets, are committed. Default 30 s.
+    pub commit_interval_ms: u64,
+    /// Warm copies of each task kept by other instances. Default 0.
+    pub num_standby_replicas: u32,
+    /// How long the directory of a task no longer assigned here is kept. Default 10 min.
+    pub state_cleanup_delay_ms: u64,
+    /// Tasks restored at the same time after an assignment. Default: the number of CPUs.
+    pub restore_parallelism: usize,
+    /// The consumer group's `session.timeout.ms`: how long a crashed instance keeps its
+    /// partitions. Default 45 s (Kafka's).
+    pub session_timeout_ms: u64,
+    /// `heartbeat.interval.ms`. Default 3 s (Kafka's); keep it under a third of the session
+    /// timeout.
+    pub heartbeat_interval_ms: u64,
+    /// How partitions are spread over instances. Default `range`.
+    pub assignment_strategy: AssignmentStrategy,
+    /// The longest a metadata, topic or produce request waits, in milliseconds. Default 30 s.
+    pub request_timeout_ms: u64,
+    /// The replication factor of changelog topics this application creates. Default 1.
+    pub replication_factor: i32,
+    /// Further librdkafka properties for every client (security, tuning).
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            application_id: String::new(),
+            state_dir: PathBuf::from("state"),
+            bootstrap_servers: "localhost:9092".to_owned(),
+            input_topics: Vec::new(),
+            stores: Vec::new(),
+            commit_interval_ms: 30_000,
+            num_standby_replicas: 0,
+            state_cleanup_delay_ms: 600_000,
+            restore_parallelism: std::thread::available_parallelism().map_or(1, usize::from),
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 3_000,
+            assignment_strategy: AssignmentStrategy::default(),
+            request_timeout_ms: 30_000,
+            replication_factor: 1,
+            properties: BTreeMap::new(),
+        }
+    }
+}
+
+impl TasksConfig {
+    /// The commit interval.
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_millis(self.commit_interval_ms)
+    }
+
+    /// The cleanup delay.
+    pub fn state_cleanup_delay(&self) -> Duration {
+        Duration::from_millis(self.state_cleanup_delay_ms)
+    }
+
+    /// The request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// The one input topic.
+    ///
+    /// # Errors
+    /// `InvalidArgument` unless exactly one input topic is configured.
+    pub fn input_topic(&self) -> Result<&str> {
+        match self.input_topics.as_slice() {
+            [topic] => Ok(topic),
+            [] => Err(Error::invalid("no input topic is configured")),
+            more => Err(Error::invalid(format!(
+                "{} input topics are configured, and one is supported: a task owns the same \
+                 partition of every input topic, which librdkafka's assignors guarantee only \
+                 for range assignment",
+                more.len()
+            ))),
+        }
+    }
+
+    /// The changelog configuration of `store` for task partition `partition`'s log, creating
+    /// topics with `partitions` partitions.
+    pub fn changelog_config(&self, store: &StoreSpec, partitions: u32) -> KafkaConfig {
+        KafkaConfig {
+            bootstrap_servers: self.bootstrap_servers.clone(),
+            application_id: self.application_id.clone(),
+            store_name: store.name.clone(),
+            partitions,
+            replication_factor: self.replication_factor,
+            produce_timeout_ms: self.request_timeout_ms,
+            admin_timeout_ms: self.request_timeout_ms,
+            topic_properties: BTreeMap::new(),
+            properties: self.properties.clone(),
+        }
+    }
+
+    /// Checks every option without contacting a broker.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the first bad option.
+    pub fn validate(&self) -> Result<()> {
+        validate_application_id(&self.application_id)?;
+        if self.bootstrap_servers.trim().is_empty() {
+            return Err(Error::invalid("bootstrap_servers is empty"));
+        }
+        let input = self.input_topic()?;
+        if !is_kafka_name(input) || input.len() > MAX_TOPIC_LEN {
+            return Err(Error::invalid(format!(
+                "input topic {input:?} is not a Kafka topic name"
+            )));
+        }
+        if self.stores.is_empty() {
+            return Err(Error::invalid("no store is configured"));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for store in &self.stores {
+            if !names.insert(store.name.as_str()) {
+                return Err(Error::invalid(format!(
+                    "store {:?} is configured twice",
+                    store.name
+                )));
+            }
+            if statestore::factory(&store.backend).is_none() {
+                return Err(Error::invalid(format!(
+                    "store {:?}: unknown backend {:?}; compiled in: {}",
+                    store.name,
+                    store.backend,
+                    statestore::backend_names().join(", ")
+                )));
+            }
+            self.changelog_config(store, 1).validate()?;
+        }
+        for (name, value) in [
+            ("commit_interval_ms", self.commit_interval_ms),
+            ("session_timeout_ms", self.session_timeout_ms),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("request_timeout_ms", self.request_timeout_ms),
+        ] {
+            if value == 0 || i32::try_from(value).is_err() {
+                return Err(Error::invalid(format!(
+                    "{name} must be between 1 and 2^31-1 milliseconds, not {value}"
+                )));
+            }
+        }
+        if self.heartbeat_interval_ms >= self.session_timeout_ms {
+            return Err(Error::invalid(format!(
+                "heartbeat_interval_ms ({}) must be below session_timeout_ms ({})",
+                self.heartbeat_interval_ms, self.session_timeout_ms
+            )));
+        }
+        if self.restore_parallelism == 0 {
+            return Err(Error::invalid("restore_parallelism must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks an application id as Kafka Streams does: not empty, only `[A-Za-z0-9._-]`.
+///
+/// # Errors
+/// `InvalidArgument` naming the id and the rule.
+pub fn validate_application_id(id: &str) -> Result<()> {
+    if id.is_empty() || !is_kafka_name(id) || id == "." || id == ".." {
+        return Err(Error::invalid(format!(
+            "application_id {id:?} is not valid: it must be non-empty and contain only ASCII \
+             letters, digits, '.', '_' and '-'"
+        )));
+    }
+    Ok(())
+}
+
+fn is_kafka_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid() -> TasksConfig {
+        TasksConfig {
+            application_id: "app".into(),
+            input_topics: vec!["input".into()],
+            stores: vec![StoreSpec::new("counts", "memory")],
+            ..TasksConfig::default()
+        }
+    }
+
+    #[test]
+    fn application_ids_follow_kafka_streams() {
+        for good in ["a", "word-count_v1.2", "A9"] {
+            validate_application_id(good).expect(good);
+        }
+        for bad in ["", ".", "..", "a b", "a/b", "wörd", "a:b", "a\0"] {
+            let err = validate_application_id(bad).expect_err(bad);
+            assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+            assert!(err.to_string().contains("application_id"), "{err}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_bad_option() {
+        valid().validate().expect("valid");
+        let cases: Vec<(TasksConfig, &str)> = vec![
+            (
+                TasksConfig {
+                    input_topics: vec![],
+                    ..valid()
+                },
+                "no input topic",
+            ),
+            (
+                TasksConfig {
+                    input_topics: vec!["a".into(), "b".into()],
+                    ..valid()
+                },
+                "2 input topics",
+            ),
+            (
+                TasksConfig {
+                    stores: vec![StoreSpec::new("s", "nope")],
+                    ..valid()
+                },
+                "unknown backend",
+            ),
+            (
+                TasksConfig {
+                    stores: vec![StoreSpec::new("s", "memory"), StoreSpec::new("s", "memory")],
+                    ..valid()
+                },
+                "configured twice",
+            ),
+            (
+                TasksConfig {
+                    heartbeat_interval_ms: 50_000,
+                    ..valid()
+                },
+                "heartbeat_interval_ms",
+            ),
+            (
+                TasksConfig {
+                    commit_interval_ms: 0,
+                    ..valid()
+                },
+                "commit_interval_ms",
+            ),
+            (
+                TasksConfig {
+                    restore_parallelism: 0,
+                    ..valid()
+                },
+                "restore_parallelism",
+            ),
+        ];
+        for (config, expected) in cases {
+            let err = config.validate().expect_err(expected);
+            assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_kafka_streams_defaults() {
+        let config = TasksConfig::default();
+        assert_eq!(config.commit_interval(), Duration::from_secs(30));
+        assert_eq!(config.num_standby_replicas, 0);
+        assert_eq!(config.state_cleanup_delay(), Duration::from_secs(600));
+    }
+}

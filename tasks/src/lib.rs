@@ -1,0 +1,81 @@
+//! Per-partition state for an application that runs as several instances of one Kafka consumer
+//! group: what Kafka Streams' tasks are to its state stores.
+//!
+//! - One task per partition of the input topic, `0_<partition>`. Its stores live in
+//!   `<state_dir>/<application_id>/0_<partition>/<backend>/<store>/` and are logged to partition
+//!   `<partition>` of the compacted topics `<application_id>-<store>-changelog`, which are
+//!   created with the input's partition count when missing (a different count is an error).
+//! - Kafka's group protocol decides which instance owns which task ([`AssignmentStrategy`]);
+//!   this crate adds no membership protocol. On assignment an instance restores the task's
+//!   stores from their changelogs (only the tail past the task's checkpoint when its files are
+//!   there; several tasks in parallel), and only then processes its records. On revocation it
+//!   commits the task and closes its stores, keeping the files for a later return. On loss
+//!   (the instance missed its session timeout) it closes them without committing.
+//! - Exactly-once state without broker transactions: each store keeps the input position it
+//!   is complete up to, written in the same changelog commit as the state (see
+//!   [`POSITION_KEY`] and the `task` module's docs). A task resumes from that position after a
+//!   crash or a move, not from the group offset, which is committed too, for monitoring and as
+//!   a floor for a task that never committed state.
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! use statestore_tasks::{Application, StoreSpec, TasksConfig};
+//!
+//! let config = TasksConfig {
+//!     application_id: "wordcount".into(),
+//!     bootstrap_servers: "127.0.0.1:9092".into(),
+//!     input_topics: vec!["words".into()],
+//!     stores: vec![StoreSpec::new("counts", "rocksdb")],
+//!     ..TasksConfig::default()
+//! };
+//! let stop = AtomicBool::new(false);
+//! Application::new(config)?.run(&stop, |ctx| {
+//!     let word = ctx.key().unwrap_or_default().to_vec();
+//!     let counts = ctx.store("counts")?;
+//!     let count = counts.get(&word)?.map_or(0, |v| v.len() as u64);
+//!     counts.put(&word, &(count + 1).to_be_bytes())
+//! })?;
+//! # Ok::<(), store_api::Error>(())
+//! ```
+
+mod app;
+mod config;
+mod group;
+mod standby;
+mod store;
+mod task;
+mod topics;
+
+pub use app::{Application, ProcessorContext};
+pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
+pub use store::TaskStore;
+pub use task::POSITION_KEY;
+pub use topics::create_topic;
+
+use statestore_changelog::{RestoreOutcome, TaskId};
+
+/// Something that happened to a task of this instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEvent {
+    /// The task.
+    pub task: TaskId,
+    /// What happened.
+    pub kind: TaskEventKind,
+}
+
+/// What happened to a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskEventKind {
+    /// The task was assigned here and its stores restored.
+    Assigned {
+        /// Each store's restore.
+        restored: Vec<(String, RestoreOutcome)>,
+        /// The input offset processing resumes at (`None`: the earliest).
+        next_offset: Option<u64>,
+    },
+    /// The task was revoked: committed and closed, its files kept.
+    Revoked,
+    /// The task was lost (this instance missed its session timeout): closed without
+    /// committing.
+    Lost,
+}

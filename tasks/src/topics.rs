@@ -1,0 +1,163 @@
+//! The topics an application needs: its input topic, which must exist, and one changelog topic
+//! per store, created when missing with the input's partition count.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{Client, ClientContext, DefaultClientContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use statestore_changelog::KafkaLog;
+use store_api::{Error, Result};
+
+use crate::config::TasksConfig;
+
+/// The name Kafka errors carry as [`Error::Backend`].
+pub(crate) const BACKEND: &str = "kafka";
+
+/// Converts a librdkafka error met while `doing` something; "no broker answered" and timeouts
+/// become [`Error::Timeout`].
+pub(crate) fn convert(doing: &str, err: KafkaError) -> Error {
+    match err.rdkafka_error_code() {
+        Some(
+            RDKafkaErrorCode::MessageTimedOut
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::BrokerTransportFailure,
+        ) => Error::Timeout(format!("kafka, while {doing}: {err}")),
+        _ => Error::backend(BACKEND, format!("while {doing}: {err}")),
+    }
+}
+
+/// The partition count of `topic`, or `None` when the brokers do not know it.
+///
+/// # Errors
+/// `Timeout` when no broker answers within `timeout`, `Backend` otherwise.
+pub(crate) fn partition_count<C: ClientContext>(
+    client: &Client<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Option<u32>> {
+    let doing = format!("fetching the metadata of topic {topic}");
+    let metadata = client
+        .fetch_metadata(Some(topic), timeout)
+        .map_err(|err| convert(&doing, err))?;
+    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(None);
+    };
+    match found.error() {
+        None if found.partitions().is_empty() => Ok(None),
+        None => u32::try_from(found.partitions().len())
+            .map(Some)
+            .map_err(|_| Error::invalid(format!("topic {topic} has too many partitions"))),
+        Some(code) if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition => {
+            Ok(None)
+        }
+        Some(code) => Err(Error::backend(
+            BACKEND,
+            format!("while {doing}: {}", RDKafkaErrorCode::from(code)),
+        )),
+    }
+}
+
+/// Checks the input topic and every changelog topic, creating the missing changelog topics,
+/// and returns the input's partition count: the number of tasks.
+///
+/// # Errors
+/// `InvalidArgument` when the input topic does not exist or a changelog topic has another
+/// partition count than the input (both counts named); `Timeout` when no broker answers.
+pub(crate) fn prepare<C: ClientContext>(client: &Client<C>, config: &TasksConfig) -> Result<u32> {
+    let timeout = config.request_timeout();
+    let input = config.input_topic()?;
+    let partitions = partition_count(client, input, timeout)?.ok_or_else(|| {
+        Error::invalid(format!(
+            "input topic {input} does not exist (application {}); create it first: its \
+             partition count sets the number of tasks",
+            config.application_id
+        ))
+    })?;
+    for store in &config.stores {
+        let changelog = config.changelog_config(store, partitions);
+        let topic = changelog.topic();
+        let count = match partition_count(client, &topic, timeout)? {
+            Some(count) => count,
+            None => {
+                // Opening partition 0 creates the topic with `partitions` partitions and waits
+                // until the metadata shows it.
+                drop(KafkaLog::open(changelog, 0)?);
+                partition_count(client, &topic, timeout)?.unwrap_or(0)
+            }
+        };
+        if count != partitions {
+            return Err(Error::invalid(format!(
+                "changelog topic {topic} has {count} partitions but input topic {input} has \
+                 {partitions}: each task logs to the changelog partition of its input \
+                 partition, so the counts must be equal (delete the changelog topic or \
+                 repartition the input)"
+            )));
+        }
+    }
+    Ok(partitions)
+}
+
+/// Creates `topic` with `partitions` partitions (delete cleanup policy, replication factor 1)
+/// unless it exists: for tools, examples and tests that need an input topic.
+///
+/// # Errors
+/// `Timeout` when no broker answers within 30 s; `Backend` when the broker refuses the topic.
+pub fn create_topic(bootstrap_servers: &str, topic: &str, partitions: i32) -> Result<()> {
+    let doing = format!("creating topic {topic}");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap_servers)
+        .create()
+        .map_err(|err| convert(&doing, err))?;
+    let timeout = Duration::from_secs(30);
+    let options = AdminOptions::new()
+        .request_timeout(Some(timeout))
+        .operation_timeout(Some(timeout));
+    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let results = block_on(admin.create_topics([&new_topic], &options), timeout)
+        .ok_or_else(|| Error::Timeout(doing.clone()))?
+        .map_err(|err| convert(&doing, err))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => return Err(convert(&doing, KafkaError::AdminOp(code))),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `future` on this thread until it completes or `timeout` passes: the admin client's
+/// futures are completed by librdkafka's own thread, so no async runtime is needed.
+fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    let deadline = Instant::now() + timeout;
+    let mut future = pin!(future);
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut context = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return Some(output);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return None;
+        }
+        thread::park_timeout(remaining);
+    }
+}
+
+/// Wakes the blocked thread by unparking it.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}

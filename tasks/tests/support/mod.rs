@@ -1,0 +1,234 @@
+//! Shared by the task tests: the broker, unique names, input topics, a word-count processor and
+//! a replay of changelog topics.
+//!
+//! The tests run against the broker named by `STATESTORE_KAFKA_BOOTSTRAP` (start one with
+//! `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)`). Without it they fail, unless
+//! `STATESTORE_SKIP_KAFKA=1` says the developer has no broker; then they print a SKIP line.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of this module"
+)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
+use statestore_tasks::{POSITION_KEY, ProcessorContext, StoreSpec, TasksConfig};
+use store_api::BatchOp;
+
+pub const BOOTSTRAP_ENV: &str = "STATESTORE_KAFKA_BOOTSTRAP";
+pub const SKIP_ENV: &str = "STATESTORE_SKIP_KAFKA";
+
+/// Writes `line` to the real stdout, past the test harness's capture.
+pub fn announce(line: &str) {
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(format!("{line}\n").as_bytes());
+    let _ = stdout.flush();
+}
+
+/// The broker's address, or `None` after a SKIP line when `STATESTORE_SKIP_KAFKA=1`.
+///
+/// # Panics
+/// When neither variable is set: the Kafka tests must not pass without running.
+pub fn bootstrap(test: &str) -> Option<String> {
+    match std::env::var(BOOTSTRAP_ENV) {
+        Ok(addr) if !addr.trim().is_empty() => Some(addr),
+        _ if std::env::var(SKIP_ENV).is_ok_and(|v| v == "1") => {
+            announce(&format!("statestore-tasks: SKIP {test}: {SKIP_ENV}=1"));
+            None
+        }
+        _ => panic!(
+            "{BOOTSTRAP_ENV} is not set, so the task tests have no broker. Start one with \
+             `export {BOOTSTRAP_ENV}=$(scripts/broker.sh start)`, or set {SKIP_ENV}=1 to skip."
+        ),
+    }
+}
+
+/// A name no other test run has used.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{nanos}-{n}", std::process::id())
+}
+
+/// A word-count configuration on `input`, with test-sized timeouts.
+pub fn config(bootstrap: &str, app: &str, input: &str, state_dir: &std::path::Path) -> TasksConfig {
+    TasksConfig {
+        application_id: app.to_owned(),
+        state_dir: state_dir.to_owned(),
+        bootstrap_servers: bootstrap.to_owned(),
+        input_topics: vec![input.to_owned()],
+        stores: vec![StoreSpec::new("counts", "redb")],
+        commit_interval_ms: 500,
+        session_timeout_ms: 6_000,
+        heartbeat_interval_ms: 1_000,
+        request_timeout_ms: 10_000,
+        ..TasksConfig::default()
+    }
+}
+
+/// Counts the record's key in store `counts`.
+pub fn count_word(ctx: &mut ProcessorContext<'_>) -> store_api::Result<()> {
+    let word = ctx.key().unwrap_or_default().to_vec();
+    let counts = ctx.store("counts")?;
+    let count = counts.get(&word)?.map_or(0, |v| decode(&v));
+    counts.put(&word, &(count + 1).to_be_bytes())
+}
+
+pub fn decode(bytes: &[u8]) -> u64 {
+    u64::from_be_bytes(bytes.try_into().expect("8-byte count"))
+}
+
+/// Creates input topic `topic` with `partitions` partitions.
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    statestore_tasks::create_topic(bootstrap, topic, partitions).expect("create topic");
+}
+
+/// Creates the compacted changelog topic of store `counts` of `app` with `partitions`.
+pub fn create_changelog(bootstrap: &str, app: &str, partitions: u32) {
+    let config = KafkaConfig {
+        bootstrap_servers: bootstrap.to_owned(),
+        application_id: app.to_owned(),
+        store_name: "counts".to_owned(),
+        partitions,
+        ..KafkaConfig::default()
+    };
+    drop(KafkaLog::open(config, 0).expect("changelog topic"));
+}
+
+/// The word of record `i`: 97 distinct words, so counts are uneven.
+pub fn word(i: u64) -> String {
+    format!("w{}", (i * 7919) % 97)
+}
+
+/// Produces records `range` (key = value = [`word`]) to `topic`, each word to partition
+/// `hash % partitions`, and returns the expected count per word.
+pub fn produce(
+    bootstrap: &str,
+    topic: &str,
+    partitions: u32,
+    range: std::ops::Range<u64>,
+) -> BTreeMap<String, u64> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer");
+    let mut expected = BTreeMap::new();
+    for i in range {
+        let word = word(i);
+        let partition = partition_of(&word, partitions);
+        *expected.entry(word.clone()).or_insert(0) += 1;
+        let mut record = BaseRecord::to(topic)
+            .key(word.as_bytes())
+            .payload(word.as_bytes())
+            .partition(partition);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    producer.poll(Duration::from_millis(10));
+                    record = back;
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+    expected
+}
+
+pub fn partition_of(word: &str, partitions: u32) -> i32 {
+    let hash = word
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    i32::try_from(hash % partitions).expect("small")
+}
+
+/// The state that whole commits of partition `partition` of changelog `topic` from offset
+/// `from` on build, and the number of updates they hold (commit markers and a torn tail are
+/// not replayed, as a restore does not).
+pub fn replay_from(
+    bootstrap: &str,
+    topic: &str,
+    partition: u32,
+    from: Option<u64>,
+) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
+    let config = KafkaConfig {
+        bootstrap_servers: bootstrap.to_owned(),
+        admin_timeout_ms: 10_000,
+        ..KafkaConfig::default()
+    };
+    let log = KafkaLog::open_topic(config, topic, partition).expect("open changelog");
+    let from = from.unwrap_or_else(|| log.start_offset().expect("start"));
+    let end = log.end_offset().expect("end");
+    let mut reader = CommitReader::new(&log, from);
+    let mut model = BTreeMap::new();
+    let mut updates = 0;
+    while reader.position() < end {
+        let released = reader.read(1000).expect("read");
+        if released.last_read.is_none() {
+            break;
+        }
+        for op in released.ops {
+            updates += 1;
+            match op {
+                BatchOp::Put { key, value } => {
+                    model.insert(key, value);
+                }
+                BatchOp::Delete { key } => {
+                    model.remove(&key);
+                }
+            }
+        }
+    }
+    (model, updates)
+}
+
+/// [`replay_from`] the start of the log.
+pub fn replay(bootstrap: &str, topic: &str, partition: u32) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
+    replay_from(bootstrap, topic, partition, None)
+}
+
+/// The word counts of a replayed changelog partition, without the position key.
+pub fn counts_of(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<String, u64> {
+    model
+        .iter()
+        .filter(|(key, _)| key.as_slice() != POSITION_KEY)
+        .map(|(key, value)| (String::from_utf8_lossy(key).into_owned(), decode(value)))
+        .collect()
+}
+
+/// Sums the counts of every partition of `<app>-counts-changelog`.
+pub fn changelog_counts(bootstrap: &str, app: &str, partitions: u32) -> BTreeMap<String, u64> {
+    let topic = format!("{app}-counts-changelog");
+    let mut total = BTreeMap::new();
+    for partition in 0..partitions {
+        let (model, _) = replay(bootstrap, &topic, partition);
+        for (word, count) in counts_of(&model) {
+            *total.entry(word).or_insert(0) += count;
+        }
+    }
+    total
+}
+
+/// Polls until `done` or `timeout`.
+pub fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}

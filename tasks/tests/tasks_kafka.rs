@@ -1,0 +1,471 @@
+//! Tasks against the real broker: instances of one application in one consumer group share the
+//! partitions of a 4-partition input topic, tasks move on join and leave, counts stay exact,
+//! every store equals a replay of its changelog, a task that comes back restores only the
+//! changelog tail past its checkpoint, and bad input gives clear errors.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use statestore_changelog::{Changelog, KafkaConfig, KafkaLog, TaskId};
+use statestore_tasks::{Application, TaskEvent, TaskEventKind, TasksConfig};
+use store_api::ErrorKind;
+use support::*;
+
+const PARTITIONS: u32 = 4;
+/// Records per produced round; `STATESTORE_TASKS_RECORDS` scales it.
+fn round() -> u64 {
+    std::env::var("STATESTORE_TASKS_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000)
+}
+
+/// An application instance running on a thread of its own.
+struct Instance {
+    stop: Arc<AtomicBool>,
+    processed: Arc<AtomicU64>,
+    tasks: Arc<Mutex<Vec<TaskId>>>,
+    standbys: Arc<Mutex<Vec<TaskId>>>,
+    handle: JoinHandle<store_api::Result<Vec<TaskEvent>>>,
+}
+
+impl Instance {
+    fn start(config: TasksConfig) -> Instance {
+        let stop = Arc::new(AtomicBool::new(false));
+        let processed = Arc::new(AtomicU64::new(0));
+        let tasks = Arc::new(Mutex::new(Vec::new()));
+        let standbys = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, processed2, tasks2) = (stop.clone(), processed.clone(), tasks.clone());
+        let standbys2 = standbys.clone();
+        let handle = thread::spawn(move || {
+            let mut app = Application::new(config)?;
+            let mut events = Vec::new();
+            while !stop2.load(Ordering::Relaxed) {
+                if app.poll(Duration::from_millis(50), &mut count_word)? {
+                    processed2.fetch_add(1, Ordering::Relaxed);
+                }
+                *tasks2.lock() = app.active_tasks();
+                *standbys2.lock() = app.standby_tasks();
+                events.extend(app.take_events());
+            }
+            app.close()?;
+            events.extend(app.take_events());
+            Ok(events)
+        });
+        Instance {
+            stop,
+            processed,
+            tasks,
+            standbys,
+            handle,
+        }
+    }
+
+    fn owned(&self) -> usize {
+        self.tasks.lock().len()
+    }
+
+    fn stop(self) -> Vec<TaskEvent> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .expect("instance thread")
+            .expect("instance ran")
+    }
+}
+
+fn end_offsets(bootstrap: &str, app: &str) -> Vec<u64> {
+    let topic = format!("{app}-counts-changelog");
+    (0..PARTITIONS)
+        .map(|p| {
+            let config = KafkaConfig {
+                bootstrap_servers: bootstrap.to_owned(),
+                ..KafkaConfig::default()
+            };
+            let log = KafkaLog::open_topic(config, &topic, p).expect("changelog");
+            log.end_offset().expect("end offset")
+        })
+        .collect()
+}
+
+/// Every store of `state_dir` equals a replay of its changelog partition.
+fn assert_stores_equal_changelog(bootstrap: &str, app: &str, state_dir: &Path, partitions: &[u32]) {
+    for &p in partitions {
+        let dir = state_dir
+            .join(app)
+            .join(format!("0_{p}"))
+            .join("redb/counts");
+        let store = statestore::open("redb", &dir, &serde_json::Value::Null).expect("store");
+        let held: BTreeMap<Vec<u8>, Vec<u8>> = store
+            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+            .expect("scan")
+            .map(|item| item.expect("entry"))
+            .collect();
+        let (model, _) = replay(bootstrap, &format!("{app}-counts-changelog"), p);
+        assert_eq!(
+            held, model,
+            "store of task 0_{p} differs from its changelog"
+        );
+    }
+}
+
+fn sum(map: &BTreeMap<String, u64>) -> u64 {
+    map.values().sum()
+}
+
+fn merge(into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>) {
+    for (word, count) in from {
+        *into.entry(word).or_insert(0) += count;
+    }
+}
+
+#[test]
+fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
+    let Some(bootstrap) = bootstrap("two_instances_share_tasks_join_and_leave_with_exact_counts")
+    else {
+        return;
+    };
+    let (app, input) = (unique("tasks-join"), unique("tasks-join-input"));
+    let topic = format!("{app}-counts-changelog");
+    create_topic(&bootstrap, &input, 4);
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let n = round();
+    let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+
+    let a = Instance::start(config(&bootstrap, &app, &input, dir_a.path()));
+    assert!(
+        wait_until(Duration::from_secs(60), || a
+            .processed
+            .load(Ordering::Relaxed)
+            == n),
+        "A processed {} of {n}",
+        a.processed.load(Ordering::Relaxed)
+    );
+    assert_eq!(a.owned(), 4);
+
+    let b = Instance::start(config(&bootstrap, &app, &input, dir_b.path()));
+    assert!(
+        wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2),
+        "after B joined: A owns {}, B owns {}",
+        a.owned(),
+        b.owned()
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    let (a_done, b_done) = (a.processed.clone(), b.processed.clone());
+    let total = || a_done.load(Ordering::Relaxed) + b_done.load(Ordering::Relaxed);
+    assert!(
+        wait_until(Duration::from_secs(60), || total() == 2 * n),
+        "processed {} of {}",
+        total(),
+        2 * n
+    );
+    let b_tasks: Vec<u32> = b.tasks.lock().iter().map(|t| t.partition).collect();
+    let b_events = b.stop();
+    let after_leave = end_offsets(&bootstrap, &app);
+    assert!(b_events.iter().any(|e| e.kind == TaskEventKind::Revoked));
+
+    assert!(
+        wait_until(Duration::from_secs(30), || a.owned() == 4),
+        "after B left, A owns {}",
+        a.owned()
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || total() == 3 * n),
+        "processed {} of {}",
+        total(),
+        3 * n
+    );
+    let a_events = a.stop();
+
+    assert_eq!(sum(&expected), 3 * n);
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+    assert_stores_equal_changelog(&bootstrap, &app, dir_a.path(), &[0, 1, 2, 3]);
+
+    // A had B's tasks before B joined; taking them back, it restored only what B appended.
+    for &p in &b_tasks {
+        let last = a_events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.kind {
+                TaskEventKind::Assigned { restored, .. } if e.task.partition == p => {
+                    Some(restored.clone())
+                }
+                _ => None,
+            })
+            .expect("A took the task back");
+        let (_, outcome) = &last[0];
+        // Restored from A's own checkpoint (not from the start) to the end of the log.
+        assert!(
+            !outcome.wiped && outcome.from > 0,
+            "task 0_{p}: {outcome:?}"
+        );
+        let (_, tail) = replay_from(&bootstrap, &topic, p, Some(outcome.from));
+        assert_eq!(outcome.records, tail, "task 0_{p}: {outcome:?}");
+        assert!(outcome.from < after_leave[p as usize]);
+    }
+}
+
+#[test]
+fn a_task_that_comes_back_restores_only_the_tail_past_its_checkpoint() {
+    let Some(bootstrap) =
+        bootstrap("a_task_that_comes_back_restores_only_the_tail_past_its_checkpoint")
+    else {
+        return;
+    };
+    let (app, input) = (unique("tasks-tail"), unique("tasks-tail-input"));
+    create_topic(&bootstrap, &input, 4);
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let n = round();
+    let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let run_until = |dir: &Path, total: u64| {
+        let inst = Instance::start(config(&bootstrap, &app, &input, dir));
+        assert!(
+            wait_until(Duration::from_secs(60), || inst
+                .processed
+                .load(Ordering::Relaxed)
+                == total),
+            "processed {} of {total}",
+            inst.processed.load(Ordering::Relaxed)
+        );
+        inst.stop()
+    };
+    run_until(dir_a.path(), n);
+    let after_a = end_offsets(&bootstrap, &app);
+    let topic = format!("{app}-counts-changelog");
+    let updates_a: Vec<u64> = (0..PARTITIONS)
+        .map(|p| replay(&bootstrap, &topic, p).1)
+        .collect();
+
+    // B, on another machine, restores everything, then moves the tasks on.
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    let b_events = run_until(dir_b.path(), n);
+    for event in &b_events {
+        if let TaskEventKind::Assigned { restored, .. } = &event.kind {
+            let p = event.task.partition as usize;
+            assert_eq!(
+                restored[0].1.records, updates_a[p],
+                "B restores all of {event:?}"
+            );
+        }
+    }
+    let updates_b: Vec<u64> = (0..PARTITIONS)
+        .map(|p| replay(&bootstrap, &topic, p).1)
+        .collect();
+
+    // A comes back: its checkpoints cover what it wrote, so it restores only B's records.
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
+    );
+    let a_events = run_until(dir_a.path(), n);
+    let mut seen = 0;
+    for event in &a_events {
+        if let TaskEventKind::Assigned {
+            restored,
+            next_offset,
+        } = &event.kind
+        {
+            let p = event.task.partition as usize;
+            let outcome = restored[0].1;
+            assert!(!outcome.wiped, "{event:?}");
+            assert_eq!(outcome.from, after_a[p], "{event:?}");
+            assert_eq!(outcome.records, updates_b[p] - updates_a[p], "{event:?}");
+            assert!(next_offset.is_some(), "{event:?}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 4);
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+    assert_stores_equal_changelog(&bootstrap, &app, dir_a.path(), &[0, 1, 2, 3]);
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let invalid = TasksConfig {
+        application_id: "word count".into(),
+        input_topics: vec!["in".into()],
+        stores: vec![statestore_tasks::StoreSpec::new("counts", "memory")],
+        ..TasksConfig::default()
+    };
+    let err = Application::new(invalid)
+        .err()
+        .expect("invalid application id");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("\"word count\""), "{err}");
+
+    let dir = tempfile::tempdir().expect("dir");
+    let down = TasksConfig {
+        // Port 1 on loopback: nothing listens.
+        request_timeout_ms: 2_000,
+        ..config("127.0.0.1:1", &unique("tasks-down"), "in", dir.path())
+    };
+    let err = Application::new(down).err().expect("no broker");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+
+    let Some(bootstrap) = bootstrap("bad_input_gives_clear_errors") else {
+        return;
+    };
+    let app = unique("tasks-bad");
+    let missing = unique("tasks-missing");
+    let err = Application::new(config(&bootstrap, &app, &missing, dir.path()))
+        .err()
+        .expect("missing input topic");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains(&missing), "{err}");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+
+    let input = unique("tasks-bad-input");
+    create_topic(&bootstrap, &input, 4);
+    create_changelog(&bootstrap, &app, 2);
+    let err = Application::new(config(&bootstrap, &app, &input, dir.path()))
+        .err()
+        .expect("partition-count mismatch");
+    let text = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(
+        text.contains("has 2 partitions") && text.contains("has 4"),
+        "{text}"
+    );
+}
+
+fn task_dirs(state_dir: &Path, app: &str) -> Vec<TaskId> {
+    let mut ids: Vec<TaskId> = std::fs::read_dir(state_dir.join(app))
+        .expect("app dir")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() {
+    let Some(bootstrap) =
+        bootstrap("a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks")
+    else {
+        return;
+    };
+    let (app, input) = (unique("tasks-standby"), unique("tasks-standby-input"));
+    create_topic(&bootstrap, &input, 4);
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let n = round();
+    let expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let with_standby = |dir: &Path| TasksConfig {
+        num_standby_replicas: 1,
+        state_cleanup_delay_ms: 1_000,
+        ..config(&bootstrap, &app, &input, dir)
+    };
+
+    let a = Instance::start(with_standby(dir_a.path()));
+    assert!(wait_until(Duration::from_secs(60), || a
+        .processed
+        .load(Ordering::Relaxed)
+        == n));
+    let b = Instance::start(with_standby(dir_b.path()));
+    let split = || {
+        let (ta, tb) = (a.tasks.lock().clone(), b.tasks.lock().clone());
+        ta.len() == 2 && tb.len() == 2 && *a.standbys.lock() == tb && *b.standbys.lock() == ta
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), split),
+        "A: {:?} standby {:?}; B: {:?} standby {:?}",
+        a.tasks.lock(),
+        a.standbys.lock(),
+        b.tasks.lock(),
+        b.standbys.lock()
+    );
+    // Cleanup: A gave two tasks to B and keeps a standby copy of them, so nothing is removed.
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(task_dirs(dir_a.path(), &app).len(), 4);
+
+    // B's standby copies of A's tasks have caught up (they poll every second); A leaves.
+    let a_tasks: Vec<u32> = a.tasks.lock().iter().map(|t| t.partition).collect();
+    let ends = end_offsets(&bootstrap, &app);
+    a.stop();
+    assert!(wait_until(Duration::from_secs(30), || b.owned() == 4));
+    let b_events = b.stop();
+    for &p in &a_tasks {
+        let restored = b_events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.kind {
+                TaskEventKind::Assigned { restored, .. } if e.task.partition == p => {
+                    Some(restored[0].1)
+                }
+                _ => None,
+            })
+            .expect("B took A's task");
+        assert!(!restored.wiped, "task 0_{p}: {restored:?}");
+        assert_eq!(restored.records, 0, "task 0_{p}: {restored:?}");
+        assert_eq!(restored.checkpoint.map(|c| c + 1), Some(ends[p as usize]));
+    }
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+    assert_stores_equal_changelog(&bootstrap, &app, dir_b.path(), &[0, 1, 2, 3]);
+}
+
+#[test]
+fn cleanup_after_the_delay_removes_only_unassigned_task_directories() {
+    let Some(bootstrap) =
+        bootstrap("cleanup_after_the_delay_removes_only_unassigned_task_directories")
+    else {
+        return;
+    };
+    let (app, input) = (unique("tasks-cleanup"), unique("tasks-cleanup-input"));
+    create_topic(&bootstrap, &input, 4);
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let n = round();
+    produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let quick = |dir: &Path| TasksConfig {
+        state_cleanup_delay_ms: 1_000,
+        ..config(&bootstrap, &app, &input, dir)
+    };
+    let a = Instance::start(quick(dir_a.path()));
+    assert!(wait_until(Duration::from_secs(60), || a
+        .processed
+        .load(Ordering::Relaxed)
+        == n));
+    assert_eq!(task_dirs(dir_a.path(), &app).len(), 4);
+    let b = Instance::start(quick(dir_b.path()));
+    assert!(wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2));
+    let kept = a.tasks.lock().clone();
+    assert!(
+        wait_until(Duration::from_secs(10), || task_dirs(dir_a.path(), &app)
+            == kept),
+        "A keeps {:?}, its directories are {:?}",
+        kept,
+        task_dirs(dir_a.path(), &app)
+    );
+    // Still A's after the removal: the directories of assigned (open) tasks are never removed.
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(task_dirs(dir_a.path(), &app), *a.tasks.lock());
+    b.stop();
+    a.stop();
+}
