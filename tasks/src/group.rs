@@ -107,7 +107,9 @@ impl Shared {
         let started = Instant::now();
         self.close_standbys(&open);
         let floors = self.group_offsets(consumer, &open);
-        for (partition, task) in self.open_tasks(&open) {
+        let opened = self.open_tasks(&open);
+        let restore_time = started.elapsed();
+        for (partition, task) in opened {
             let mut task = match task {
                 Ok(task) => task,
                 Err(err) => {
@@ -133,11 +135,12 @@ impl Shared {
                 TaskEventKind::Assigned {
                     restored,
                     next_offset: task.next_offset,
+                    restore_time,
                 },
             );
             self.tasks.lock().insert(partition, task);
         }
-        tracing::info!(tasks = open.len(), elapsed = ?started.elapsed(), "tasks restored");
+        tracing::info!(tasks = open.len(), elapsed = ?restore_time, "tasks restored");
     }
 
     /// Closes the standby copies of `partitions`, which are about to become active here: the

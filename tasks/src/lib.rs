@@ -72,6 +72,9 @@ pub enum TaskEventKind {
         restored: Vec<(String, RestoreOutcome)>,
         /// The input offset processing resumes at (`None`: the earliest).
         next_offset: Option<u64>,
+        /// How long opening and restoring took, for every task assigned with this one (they
+        /// restore in parallel).
+        restore_time: std::time::Duration,
     },
     /// The task was revoked: committed and closed, its files kept.
     Revoked,

@@ -286,6 +286,7 @@ fn a_task_that_comes_back_restores_only_the_tail_past_its_checkpoint() {
         if let TaskEventKind::Assigned {
             restored,
             next_offset,
+            ..
         } = &event.kind
         {
             let p = event.task.partition as usize;

@@ -59,6 +59,10 @@ enum Command {
         lines: u64,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Instead of lines of words, write records `from..lines` with distinct keys `k<n>`:
+        /// state of one key per record, for failover and restore measurements.
+        #[arg(long)]
+        distinct_keys: bool,
     },
     /// Runs one instance: counts the words of the partitions the group assigns it.
     Run {
@@ -79,6 +83,9 @@ enum Command {
         session_timeout_ms: u64,
         #[arg(long, default_value_t = 0)]
         num_standby_replicas: u32,
+        /// Tasks restored at once (default: the number of CPUs).
+        #[arg(long)]
+        restore_parallelism: Option<usize>,
         /// Leave the group and exit cleanly when stdin reaches its end.
         #[arg(long)]
         stop_on_stdin_eof: bool,
@@ -125,7 +132,15 @@ fn run(command: Command) -> Result<()> {
             from,
             lines,
             seed,
-        } => produce(&bootstrap, &topic, partitions, from..lines, seed),
+            distinct_keys,
+        } => produce(
+            &bootstrap,
+            &topic,
+            partitions,
+            from..lines,
+            seed,
+            distinct_keys,
+        ),
         Command::Run {
             bootstrap,
             topic,
@@ -135,8 +150,10 @@ fn run(command: Command) -> Result<()> {
             commit_interval_ms,
             session_timeout_ms,
             num_standby_replicas,
+            restore_parallelism,
             stop_on_stdin_eof,
         } => {
+            let defaults = TasksConfig::default();
             let config = TasksConfig {
                 application_id,
                 state_dir,
@@ -150,7 +167,8 @@ fn run(command: Command) -> Result<()> {
                 session_timeout_ms,
                 heartbeat_interval_ms: (session_timeout_ms / 4).max(1),
                 num_standby_replicas,
-                ..TasksConfig::default()
+                restore_parallelism: restore_parallelism.unwrap_or(defaults.restore_parallelism),
+                ..defaults
             };
             instance(config, stop_on_stdin_eof)
         }
@@ -191,6 +209,7 @@ fn produce(
     partitions: i32,
     lines: std::ops::Range<u64>,
     seed: u64,
+    distinct_keys: bool,
 ) -> Result<()> {
     statestore_tasks::create_topic(bootstrap, topic, partitions)?;
     let producer: BaseProducer = ClientConfig::new()
@@ -201,7 +220,13 @@ fn produce(
         .map_err(|err| Error::backend("kafka", err))?;
     let mut records = 0u64;
     for line in lines.clone() {
-        for word in text::line(seed, line) {
+        let distinct = [format!("k{line}")];
+        let words: Vec<&str> = if distinct_keys {
+            distinct.iter().map(String::as_str).collect()
+        } else {
+            text::line(seed, line)
+        };
+        for word in words {
             // Keyed by word, so the default partitioner sends a word to one partition always,
             // as a repartition by word would.
             let mut record = BaseRecord::<str, str>::to(topic).key(word).payload(word);
@@ -255,11 +280,27 @@ fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
     let mut app = Application::new(config)?;
     eprintln!("started: pid {}", std::process::id());
     let (mut processed, mut last_report) = (0u64, Instant::now());
-    let mut process = count;
+    let last_partition = std::cell::Cell::new(0u32);
+    let mut process = |ctx: &mut ProcessorContext<'_>| {
+        last_partition.set(ctx.partition());
+        count(ctx)
+    };
+    // Tasks assigned but without a processed record yet: the first one is reported with its
+    // time, which is when a failover ends.
+    let mut awaiting_first = std::collections::BTreeSet::new();
     while !stop.load(Ordering::Relaxed) {
         let polled = app.poll(Duration::from_millis(100), &mut process);
         match polled {
-            Ok(true) => processed += 1,
+            Ok(true) => {
+                processed += 1;
+                if awaiting_first.remove(&last_partition.get()) {
+                    eprintln!(
+                        "first record of 0_{} at {} ms",
+                        last_partition.get(),
+                        unix_ms()
+                    );
+                }
+            }
             Ok(false) => {}
             Err(err) => {
                 let _ = app.close();
@@ -267,6 +308,9 @@ fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
             }
         }
         for event in app.take_events() {
+            if matches!(event.kind, TaskEventKind::Assigned { .. }) {
+                awaiting_first.insert(event.task.partition);
+            }
             report(&event);
         }
         if last_report.elapsed() >= Duration::from_secs(1) {
@@ -284,6 +328,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
         TaskEventKind::Assigned {
             restored,
             next_offset,
+            restore_time,
         } => {
             let restored: Vec<String> = restored
                 .iter()
@@ -292,9 +337,11 @@ fn report(event: &statestore_tasks::TaskEvent) {
                 })
                 .collect();
             eprintln!(
-                "assigned {} at offset {next_offset:?} (restored {})",
+                "assigned {} at offset {next_offset:?} at {} ms (restored {} in {} ms)",
                 event.task,
-                restored.join(", ")
+                unix_ms(),
+                restored.join(", "),
+                restore_time.as_millis()
             );
         }
         TaskEventKind::Revoked => eprintln!("revoked {}", event.task),
@@ -355,6 +402,13 @@ fn print(counts: &BTreeMap<String, u64>) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Milliseconds since the epoch, to line events up across processes.
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 fn decode(bytes: &[u8]) -> Result<u64> {
