@@ -17,7 +17,9 @@ use store_api::{Error, Result};
 use crate::TaskEvent;
 use crate::config::TasksConfig;
 use crate::group::{GroupContext, Shared, commit_group};
-use crate::standby::{Member, Standby, Standbys, decode_assignment, standby_tasks};
+use crate::standby::{
+    Member, Standby, Standbys, decode_assignment, every_other_task, standby_tasks,
+};
 use crate::store::TaskStore;
 use crate::task::Task;
 use crate::topics::{self, convert};
@@ -394,11 +396,12 @@ impl Application {
             })
             .collect();
         let active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
-        let mut wanted = standby_tasks(
-            &members,
-            &shared.client_id,
-            shared.config.num_standby_replicas,
-        );
+        let replicas = shared.config.num_standby_replicas;
+        let mut wanted = if members.iter().any(|m| !m.partitions.is_empty()) {
+            standby_tasks(&members, &shared.client_id, replicas)
+        } else {
+            every_other_task(members.len(), replicas, shared.partitions)
+        };
         wanted.retain(|p| !active.contains(p));
         let mut standbys = shared.standbys.lock();
         let unwanted: Vec<u32> = standbys

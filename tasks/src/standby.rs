@@ -8,7 +8,12 @@
 //! the same answer from the same list, so no extra protocol is needed, and a standby is never
 //! placed on the active owner while another member exists.
 //!
-//! Limits: the list is read every few seconds, so right after a rebalance a standby may
+//! A coordinator that lists the members but not their assignments (tansu 0.6 answers
+//! `DescribeGroups` with member ids only: empty client ids and assignments) leaves one safe
+//! choice: when `num_standby_replicas` covers every other member, each instance keeps a copy
+//! of every task it does not own; otherwise no standby is placed, and a warning says why.
+//!
+//! Limits: the list is read every second, so right after a rebalance a standby may
 //! briefly be missing or duplicated; the copy costs disk and changelog reads on the standby,
 //! nothing on the owner. A member that subscribes with an assignment the coordinator does not
 //! report (an empty or undecodable assignment) owns nothing for placement.
@@ -48,6 +53,26 @@ pub(crate) fn standby_tasks(members: &[Member], me: &str, replicas: u32) -> BTre
         }
     }
     mine
+}
+
+/// The standby tasks when the coordinator reports members without their assignments: every
+/// task (the caller drops its active ones) when `replicas` covers every other member of
+/// `members`, else none.
+pub(crate) fn every_other_task(members: usize, replicas: u32, partitions: u32) -> BTreeSet<u32> {
+    let others = members.saturating_sub(1);
+    if others == 0 {
+        return BTreeSet::new();
+    }
+    if usize::try_from(replicas).unwrap_or(usize::MAX) < others {
+        tracing::warn!(
+            members,
+            replicas,
+            "the group coordinator does not report assignments, and the standby replicas do \
+             not cover every other member: no standby is placed"
+        );
+        return BTreeSet::new();
+    }
+    (0..partitions).collect()
 }
 
 /// Decodes the topics and partitions of a consumer-protocol assignment (`version: i16`, then
@@ -174,6 +199,15 @@ mod tests {
         let alone = [member("a", &[0, 1, 2, 3])];
         assert!(standby_tasks(&alone, "a", 1).is_empty());
         assert!(standby_tasks(&members, "stranger", 1).is_empty());
+    }
+
+    #[test]
+    fn without_assignments_standbys_go_everywhere_only_when_replicas_cover_every_member() {
+        assert_eq!(every_other_task(2, 1, 4), BTreeSet::from([0, 1, 2, 3]));
+        assert_eq!(every_other_task(3, 2, 2), BTreeSet::from([0, 1]));
+        assert!(every_other_task(3, 1, 4).is_empty());
+        assert!(every_other_task(1, 1, 4).is_empty());
+        assert!(every_other_task(0, 1, 4).is_empty());
     }
 
     #[test]
