@@ -2,9 +2,35 @@
 //! [`KeyValueStore`](store_api::KeyValueStore): every backend that passes the conformance
 //! suite gets all of them, and a `LoggedStore` underneath makes them durable without knowing
 //! their shape.
+//!
+//! - [`TypedStore`]: keys and values of Rust types, keys through the order-preserving
+//!   [`OrderedKeys`] codec so typed ranges follow the key type's order, values through
+//!   [`Postcard`] or [`Json`]; puts and deletes that return the old value.
+//! - [`TimestampedStore`]: a typed store whose values carry their record's timestamp.
+//! - [`LruStore`]: a store bounded to a number of entries, evicting the least recently used;
+//!   evictions are ordinary deletes, so a logged one logs them.
+//! - [`MeteredStore`]: per-operation counts and latencies through the `metrics` facade.
+//! - [`window`], [`session`], [`versioned`]: window, session and versioned stores, expiring by
+//!   segments.
+//!
+//! With the `conformance` feature, [`conformance`] holds the suites of each store type and
+//! [`operator_suite!`] runs them on a backend, plain and logged.
 
+mod codec;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod layout;
-pub use layout::APP_KEY_TAG;
+mod lru;
+pub mod metered;
 pub mod session;
+mod timestamped;
+mod typed;
 pub mod versioned;
 pub mod window;
+
+pub use codec::{Json, KeyCodec, OrderedKeys, Postcard, ValueCodec};
+pub use layout::APP_KEY_TAG;
+pub use lru::LruStore;
+pub use metered::{MeteredRestoreListener, MeteredStore};
+pub use timestamped::{Timestamped, TimestampedStore, ValueAndTimestamp};
+pub use typed::{TypedIter, TypedStore};

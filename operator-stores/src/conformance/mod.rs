@@ -1,0 +1,127 @@
+//! Conformance suites for the operator stores, run on any backend, plain and logged.
+//!
+//! Each store type has a module of cases: public functions taking the backend's
+//! [`StoreFactory`] and a [`Mode`], panicking when the store type breaks its contract. Every
+//! module has a proptest state machine against a simple model, and a few named cases.
+//! [`operator_suite!`](crate::operator_suite) turns every case of every module into a
+//! `#[test]`, once per mode:
+//!
+//! ```text
+//! mod rocksdb {
+//!     statestore_operator_stores::operator_suite!(statestore_conformance::backend(
+//!         statestore_rocksdb::RocksDbFactory,
+//!         serde_json::Value::Null
+//!     ));
+//! }
+//! ```
+//!
+//! expands to tests such as `rocksdb::typed::plain::model` and `rocksdb::typed::logged::model`.
+//!
+//! # Modes
+//! - [`Mode::Plain`]: the operator store over the backend's store itself. "Reopen" closes and
+//!   reopens the directory for a persistent backend, and does nothing for an in-memory one.
+//! - [`Mode::Logged`]: the operator store over a `LoggedStore` (a `MemoryLog`, commits every
+//!   few KiB so both the write buffer and the store hold data). "Reopen" closes it and restores
+//!   a new, empty store of the backend from the changelog alone: the answers must not change.
+//!
+//! The proptest case count is `PROPTEST_CASES` when set, else 16 per test, which keeps the
+//! four backends in debug builds to seconds.
+
+pub mod lru;
+pub mod typed;
+
+mod fixture;
+
+pub use fixture::{Mode, OperatorFixture};
+
+/// The number of random sequences a model test runs: `PROPTEST_CASES`, else 16.
+pub fn proptest_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(16)
+}
+
+/// Expands, inside the module where it is invoked, to one module per store type, each with
+/// `plain` and `logged` modules holding one `#[test]` per case, on stores opened by the
+/// factory expression (a [`StoreFactory`], evaluated once per test).
+///
+/// Invoke it once per backend, each in its own module.
+#[macro_export]
+macro_rules! operator_suite {
+    ($factory:expr $(,)?) => {
+        $crate::__operator_cases!(__operator_suite_tests!($factory));
+    };
+}
+
+/// Calls back `$crate::$callback!` with `($args)` followed by every case of every store type,
+/// grouped by module of [`conformance`](crate::conformance). This is the one list of cases.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __operator_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! {
+            ($($args)*)
+            typed {
+                model
+                logical_key_order
+                prefix_scan_by_leading_elements
+                old_values
+                timestamped_put_if_newer
+                undecodable_bytes_are_errors
+            }
+            lru {
+                model
+                evicts_least_recently_used
+                get_counts_as_use
+                evictions_are_logged_deletes
+                capacity_holds_under_batches
+            }
+        }
+    };
+}
+
+/// Writes the test modules of [`operator_suite!`] from the case list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __operator_suite_tests {
+    (($factory:expr) $($module:ident { $($case:ident)* })*) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+
+                mod plain {
+                    #[allow(unused_imports)]
+                    use super::*;
+                    $(
+                        #[test]
+                        fn $case() {
+                            $crate::conformance::$module::$case(
+                                &$factory,
+                                $crate::conformance::Mode::Plain,
+                            );
+                        }
+                    )*
+                }
+
+                mod logged {
+                    #[allow(unused_imports)]
+                    use super::*;
+                    $(
+                        #[test]
+                        fn $case() {
+                            $crate::conformance::$module::$case(
+                                &$factory,
+                                $crate::conformance::Mode::Logged,
+                            );
+                        }
+                    )*
+                }
+            }
+        )*
+    };
+}
+
+#[doc(no_inline)]
+pub use statestore_conformance::StoreFactory;
