@@ -183,7 +183,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 /// The text of a checkpoint holding `entries`.
-fn format_checkpoint(entries: &CheckpointEntries) -> String {
+pub(crate) fn format_checkpoint(entries: &CheckpointEntries) -> String {
     let mut text = format!("{VERSION}\n{}\n", entries.len());
     for (key, offset) in entries {
         text.push_str(&format!("{} {} {offset}\n", key.topic, key.partition));
@@ -192,7 +192,7 @@ fn format_checkpoint(entries: &CheckpointEntries) -> String {
 }
 
 /// Parses checkpoint text; the error says what is wrong, without the path.
-fn parse_checkpoint(text: &str) -> std::result::Result<CheckpointEntries, String> {
+pub(crate) fn parse_checkpoint(text: &str) -> std::result::Result<CheckpointEntries, String> {
     let mut lines = text.lines();
     let version = lines.next().ok_or("the file is empty")?;
     if version.trim() != VERSION.to_string() {

@@ -8,6 +8,8 @@
 mod checkpoint;
 mod commits;
 mod file;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod logged;

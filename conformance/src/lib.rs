@@ -22,6 +22,9 @@
 //!
 //! The full list is [`STORE_CASES`]; each case is a public function in [`store`].
 //!
+//! [`faults`] wraps any store and any changelog to fail chosen or random operations with I/O
+//! errors, for testing what is built on them.
+//!
 //! # Capabilities
 //! Cases check the [`Capabilities`](store_api::Capabilities) the store declares, and skip only
 //! what it declares absent. Without `persistent`, the ten persistence cases (reopen, `close`
@@ -59,6 +62,7 @@
 pub mod changelog;
 pub mod crash;
 mod factory;
+pub mod faults;
 mod fixture;
 pub mod store;
 

@@ -389,6 +389,14 @@ impl Changelog for FileLog {
         if ops.is_empty() && framing != Framing::Commit {
             return Ok(start..start);
         }
+        // A commit adds its marker after the ops.
+        if start.checked_add(ops.len() as u64 + 1).is_none() {
+            // Only a damaged or forged segment name gets a log this far.
+            return Err(Error::Corruption(format!(
+                "changelog {}: offsets exhausted at {start}",
+                self.dir.display()
+            )));
+        }
         if let Err(err) = inner.append_all(ops, framing, &self.dir, &self.config) {
             inner.poison(&err);
             return Err(err);

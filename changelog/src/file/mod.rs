@@ -3,7 +3,7 @@
 
 mod compact;
 mod config;
-mod format;
+pub(crate) mod format;
 mod log;
 mod reader;
 mod recovery;

@@ -169,12 +169,13 @@ pub(crate) fn scan(
     let mut next_offset = base;
     loop {
         match reader.next()? {
-            Scan::Record(pos, view) if view.offset >= next_offset => {
+            // `u64::MAX` would leave no end offset (one past the last record) to report.
+            Scan::Record(pos, view) if view.offset >= next_offset && view.offset < u64::MAX => {
                 index.note(view.offset, pos);
                 next_offset = view.offset + 1;
             }
             Scan::Record(pos, view) => {
-                let reason = format!("offset {} after offset {}", view.offset, next_offset - 1);
+                let reason = format!("offset {} where {next_offset} or more was due", view.offset);
                 return Ok(outcome(pos, next_offset, Some((pos, reason))));
             }
             Scan::End => return Ok(outcome(reader.position(), next_offset, None)),
