@@ -28,7 +28,10 @@
 //! four backends in debug builds to seconds.
 
 pub mod lru;
+pub mod session;
 pub mod typed;
+pub mod versioned;
+pub mod window;
 
 mod fixture;
 
@@ -76,6 +79,25 @@ macro_rules! __operator_cases {
                 get_counts_as_use
                 evictions_are_logged_deletes
                 capacity_holds_under_batches
+            }
+            window {
+                model
+                expiry_drops_whole_segments
+                fetch_follows_time_and_key_order
+                late_records_are_counted
+                retained_duplicates_survive_reopen
+            }
+            session {
+                model
+                merging_bridges_sessions
+                late_records_are_counted
+                bad_sessions_are_rejected
+                expiry_drops_whole_segments
+            }
+            versioned {
+                model
+                out_of_order_puts_split_validity
+                history_older_than_retention_is_cleaned
             }
         }
     };
