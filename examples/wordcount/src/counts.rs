@@ -25,10 +25,55 @@ const WORD_PREFIX: &[u8] = b"word/";
 
 /// The counting state: a logged store in a state directory, logged to a file log.
 pub struct Counts {
-    store: LoggedStore,
+    store: Arc<LoggedStore>,
     // Held for the store's lifetime; dropped after it.
     _task: TaskDirectory,
     _state: StateDirectory,
+}
+
+/// One logged store of an application, in its task directory, logged to a file log; the
+/// windowed and session modes build their stores on it.
+pub struct Logged {
+    /// The store; every handle must be dropped before `Logged` is.
+    pub store: Arc<LoggedStore>,
+    // Held for the store's lifetime; dropped after it.
+    _task: TaskDirectory,
+    _state: StateDirectory,
+}
+
+impl Logged {
+    /// Opens (restoring) store `store` of `application` in `state_dir` on `backend`, logged
+    /// under `log_dir`.
+    ///
+    /// # Errors
+    /// An unknown backend, a locked state directory, or any store, log or restore error.
+    pub fn open(
+        state_dir: &Path,
+        log_dir: &Path,
+        backend: &str,
+        application: &str,
+        store: &str,
+    ) -> Result<Logged> {
+        let factory = statestore::factory(backend).ok_or_else(|| {
+            let names = statestore::backend_names().join(", ");
+            Error::invalid(format!(
+                "unknown backend {backend:?}; choose one of {names}"
+            ))
+        })?;
+        let state = StateDirectory::open(state_dir, application)?;
+        let task = state.task(TaskId::new(0, 0))?;
+        let inner = task.open_store(factory, store, &Value::Null)?;
+        let topic = state.changelog_topic(store)?;
+        let log = Arc::new(FileLog::open(log_dir, &topic, 0, FileLogConfig::default())?);
+        let checkpoint = Arc::clone(task.checkpoint());
+        let config = LoggedStoreConfig::default();
+        let store = LoggedStore::open_with_listener(inner, log, checkpoint, config, &mut Progress)?;
+        Ok(Logged {
+            store: Arc::new(store),
+            _task: task,
+            _state: state,
+        })
+    }
 }
 
 /// Restore progress, printed to stderr.
@@ -54,24 +99,11 @@ impl Counts {
     /// # Errors
     /// An unknown backend, a locked state directory, or any store, log or restore error.
     pub fn open(state_dir: &Path, log_dir: &Path, backend: &str) -> Result<Counts> {
-        let factory = statestore::factory(backend).ok_or_else(|| {
-            let names = statestore::backend_names().join(", ");
-            Error::invalid(format!(
-                "unknown backend {backend:?}; choose one of {names}"
-            ))
-        })?;
-        let state = StateDirectory::open(state_dir, APPLICATION)?;
-        let task = state.task(TaskId::new(0, 0))?;
-        let inner = task.open_store(factory, STORE, &Value::Null)?;
-        let topic = state.changelog_topic(STORE)?;
-        let log = Arc::new(FileLog::open(log_dir, &topic, 0, FileLogConfig::default())?);
-        let checkpoint = Arc::clone(task.checkpoint());
-        let config = LoggedStoreConfig::default();
-        let store = LoggedStore::open_with_listener(inner, log, checkpoint, config, &mut Progress)?;
+        let logged = Logged::open(state_dir, log_dir, backend, APPLICATION, STORE)?;
         Ok(Counts {
-            store,
-            _task: task,
-            _state: state,
+            store: logged.store,
+            _task: logged._task,
+            _state: logged._state,
         })
     }
 
@@ -139,7 +171,7 @@ impl Counts {
 }
 
 /// Decodes a big-endian `u64`.
-fn decode(bytes: &[u8]) -> Result<u64> {
+pub fn decode(bytes: &[u8]) -> Result<u64> {
     let array: [u8; 8] = bytes
         .try_into()
         .map_err(|_| Error::Corruption(format!("expected 8 bytes, found {}", bytes.len())))?;

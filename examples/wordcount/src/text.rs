@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 
 /// The vocabulary, roughly most frequent first: the generator favours early words, so the
 /// counts follow a skewed, natural-looking distribution.
-const WORDS: &[&str] = &[
+pub const WORDS: &[&str] = &[
     "the",
     "of",
     "and",
@@ -111,6 +111,21 @@ const WORDS: &[&str] = &[
     "owner",
 ];
 
+/// Milliseconds of event time between two lines, on average.
+pub const LINE_INTERVAL_MS: i64 = 250;
+
+/// How far behind its place in the input a line's event time may be: lines arrive out of
+/// order by up to this much, as events do from real sources.
+pub const MAX_DISORDER_MS: i64 = 15_000;
+
+/// The event time of line `line` of the text generated from `seed`, in milliseconds: the
+/// line's place in the input, minus a pseudo-random delay of up to [`MAX_DISORDER_MS`].
+pub fn event_time(seed: u64, line: u64) -> i64 {
+    let mut rng = StdRng::seed_from_u64(seed ^ line.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ 1);
+    let place = i64::try_from(line).unwrap_or(i64::MAX / LINE_INTERVAL_MS) * LINE_INTERVAL_MS;
+    place - rng.random_range(0..MAX_DISORDER_MS)
+}
+
 /// Line `line` of the text generated from `seed`: 3 to 14 lowercase words.
 pub fn line(seed: u64, line: u64) -> String {
     let mut rng = StdRng::seed_from_u64(seed ^ line.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -139,5 +154,8 @@ mod tests {
         assert_ne!(line(7, 123), line(8, 123));
         let count = line(1, 5).split(' ').count();
         assert!((3..=14).contains(&count));
+        assert_eq!(event_time(7, 123), event_time(7, 123));
+        let late = 123 * LINE_INTERVAL_MS - event_time(7, 123);
+        assert!((0..MAX_DISORDER_MS).contains(&late));
     }
 }

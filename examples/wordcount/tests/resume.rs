@@ -9,15 +9,37 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-const LINES: &str = "40000";
+const LINES: u64 = 40_000;
+/// The windowed and session modes do a read per word: fewer lines keep them to seconds.
+const TIMED_LINES: u64 = 8_000;
 
-fn wordcount(state_dir: &Path, backend: &str) -> Command {
+/// A run of `mode`: `words`, `windowed` or `sessions`.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    mode: &'a str,
+    backend: &'a str,
+}
+
+impl Run<'_> {
+    fn lines(&self) -> u64 {
+        if self.mode == "words" {
+            LINES
+        } else {
+            TIMED_LINES
+        }
+    }
+}
+
+fn wordcount(state_dir: &Path, run: Run<'_>) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wordcount"));
+    let lines = run.lines().to_string();
     command.args([
+        "--mode",
+        run.mode,
         "--backend",
-        backend,
+        run.backend,
         "--lines",
-        LINES,
+        &lines,
         "--commit-every",
         "100",
         "--seed",
@@ -28,8 +50,8 @@ fn wordcount(state_dir: &Path, backend: &str) -> Command {
 }
 
 /// Runs to completion and returns stdout (the counts) and stderr.
-fn run_to_end(state_dir: &Path, backend: &str) -> (String, String) {
-    let output = wordcount(state_dir, backend)
+fn run_to_end(state_dir: &Path, run: Run<'_>) -> (String, String) {
+    let output = wordcount(state_dir, run)
         .arg("--print-counts")
         .output()
         .expect("run");
@@ -39,8 +61,8 @@ fn run_to_end(state_dir: &Path, backend: &str) -> (String, String) {
 }
 
 /// Starts a run, waits for its `progress_lines`-th progress report, and kills it.
-fn run_and_kill(state_dir: &Path, backend: &str, progress_lines: usize) {
-    let mut child = wordcount(state_dir, backend)
+fn run_and_kill(state_dir: &Path, run: Run<'_>, progress_lines: usize) {
+    let mut child = wordcount(state_dir, run)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -80,19 +102,26 @@ fn resumed_at(stderr: &str) -> Option<u64> {
 }
 
 fn kill_and_resume(backend: &str) {
+    kill_and_resume_run(Run {
+        mode: "words",
+        backend,
+    });
+}
+
+fn kill_and_resume_run(run: Run<'_>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (expected, _) = run_to_end(&dir.path().join("uninterrupted"), backend);
+    let (expected, _) = run_to_end(&dir.path().join("uninterrupted"), run);
     assert!(
         expected.lines().count() > 50,
         "too few words counted:\n{expected}"
     );
 
     let state = dir.path().join("interrupted");
-    run_and_kill(&state, backend, 1);
-    run_and_kill(&state, backend, 2);
-    let (resumed, stderr) = run_to_end(&state, backend);
+    run_and_kill(&state, run, 1);
+    run_and_kill(&state, run, 2);
+    let (resumed, stderr) = run_to_end(&state, run);
     let at = resumed_at(&stderr).expect("the rerun did not resume");
-    assert!(at > 0 && at < 40_000, "resumed at {at}, not mid-run");
+    assert!(at > 0 && at < run.lines(), "resumed at {at}, not mid-run");
     assert_eq!(
         resumed, expected,
         "counts differ after a kill and a resume at line {at}"
@@ -159,15 +188,19 @@ fn kill_cut_and_resume(backend: &str) {
         .and_then(|seed| seed.parse().ok())
         .unwrap_or_else(rand::random);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let run = Run {
+        mode: "words",
+        backend,
+    };
     let dir = tempfile::tempdir().expect("tempdir");
-    let (expected, _) = run_to_end(&dir.path().join("uninterrupted"), backend);
+    let (expected, _) = run_to_end(&dir.path().join("uninterrupted"), run);
     let state = dir.path().join("interrupted");
     let mut cuts = Vec::new();
     for _ in 0..3 {
-        run_and_kill(&state, backend, rng.random_range(1..=3));
+        run_and_kill(&state, run, rng.random_range(1..=3));
         cuts.push(cut_tail(&state, &mut rng, 4000));
     }
-    let (resumed, stderr) = run_to_end(&state, backend);
+    let (resumed, stderr) = run_to_end(&state, run);
     assert_eq!(
         resumed, expected,
         "{backend}: counts differ after kills and tail cuts of {cuts:?} bytes \
@@ -186,10 +219,32 @@ fn kill_cut_the_log_tail_and_resume_memory() {
     kill_cut_and_resume("memory");
 }
 
+/// Tumbling one-minute windows of event time on a window store over RocksDB.
+#[test]
+fn kill_and_resume_windowed_rocksdb() {
+    kill_and_resume_run(Run {
+        mode: "windowed",
+        backend: "rocksdb",
+    });
+}
+
+/// Activity sessions on a session store over a memory store, rebuilt from the log each run.
+#[test]
+fn kill_and_resume_sessions_memory() {
+    kill_and_resume_run(Run {
+        mode: "sessions",
+        backend: "memory",
+    });
+}
+
 #[test]
 fn bad_arguments_fail_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let output = wordcount(dir.path(), "nosuchengine").output().expect("run");
+    let run = Run {
+        mode: "words",
+        backend: "nosuchengine",
+    };
+    let output = wordcount(dir.path(), run).output().expect("run");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("unknown backend"), "{stderr}");
