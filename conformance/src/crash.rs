@@ -26,6 +26,12 @@
 //!         .assert_everything_kept("synced");
 //! }
 //! ```
+//!
+//! The same child test also serves [`kills::kill_at_random`]: started by it, the child
+//! writes batches and flushes in a loop until the parent kills it with SIGKILL at a random
+//! moment, many times over one directory (see [`kills`]).
+
+pub mod kills;
 
 use std::path::Path;
 use std::process::Command;
@@ -59,7 +65,8 @@ fn batch(prefix: &str) -> WriteBatch {
 
 /// The child's half. When started by [`run_child`], opens the directory it was given with
 /// `open(dir, scenario)`, writes batch `a`, flushes, writes batch `b` and puts `c`, then aborts
-/// the process with the store still open. Started any other way (say by
+/// the process with the store still open. When started by [`kills::kill_at_random`], it writes
+/// batches and flushes in a loop until it is killed instead. Started any other way (say by
 /// `cargo test -- --ignored`), it returns at once: the parent sees the child exit normally and
 /// fails, so a child that never crashes cannot pass for one that did.
 ///
@@ -73,6 +80,10 @@ pub fn child(open: impl Fn(&Path, &str) -> Result<Box<dyn KeyValueStore>>) {
     let scenario = scenario.to_string_lossy();
     let store = open(Path::new(&dir), &scenario)
         .unwrap_or_else(|err| panic!("the crash child could not open the store: {err}"));
+    if let Some(acks) = std::env::var_os(kills::ACKS_VAR) {
+        kills::write_until_killed(store.as_ref(), Path::new(&acks));
+        return;
+    }
     store.write(batch("a")).expect("write of batch a");
     store.flush().expect("flush after batch a");
     store.write(batch("b")).expect("write of batch b");

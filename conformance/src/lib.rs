@@ -16,6 +16,11 @@
 //! - persistence across close and reopen, and `Locked` on a second open of a directory;
 //! - a real crash: a child process aborts after a flush, and the reopened store has every
 //!   flushed write and each later batch whole or not at all ([`crash`]);
+//! - random kills: a child writing batches and flushing in a loop is SIGKILLed at random
+//!   moments, many times over one directory, and after each reopen every flushed batch is
+//!   there and every other batch whole or absent ([`crash::kills`]);
+//! - a flush that cannot be durable fails: `put` then `flush` after the store's directory
+//!   was removed do not both return `Ok`;
 //! - readers and a writer on many threads, against the declared iterator consistency;
 //! - `Closed` after `close`, `InvalidArgument` for oversized keys, never a panic;
 //! - a proptest state machine of random operations (with reopens) against a `BTreeMap`.
@@ -27,11 +32,11 @@
 //!
 //! # Capabilities
 //! Cases check the [`Capabilities`](store_api::Capabilities) the store declares, and skip only
-//! what it declares absent. Without `persistent`, the ten persistence cases (reopen, `close`
-//! flushes, `Locked` on double open, crash) print a line such as
-//! `statestore-conformance: SKIP reopen_keeps_flushed_writes: backend "memory" declares no
-//! persistent` straight to stdout, which `cargo test` shows even while it captures output,
-//! and pass; the model test then treats reopen as a no-op. `snapshot_iterators` is never
+//! what it declares absent. Without `persistent`, the twelve persistence cases (reopen,
+//! `close` flushes, `Locked` on double open, crash, random kills, removed directory) print a
+//! line such as `statestore-conformance: SKIP reopen_keeps_flushed_writes: backend "memory"
+//! declares no persistent` straight to stdout, which `cargo test` shows even while it
+//! captures output, and pass; the model test then treats reopen as a no-op. `snapshot_iterators` is never
 //! skipped: it selects the checks of the iterator-consistency cases (a snapshot shows no
 //! write made after its creation; a weak iterator shows every earlier write, keys strictly
 //! ordered, each once, with values that were written).
@@ -65,6 +70,7 @@ mod factory;
 pub mod faults;
 mod fixture;
 pub mod store;
+pub mod warnings;
 
 pub use factory::{StoreFactory, backend};
 pub use fixture::StoreFixture;

@@ -24,11 +24,15 @@ pub mod bounds;
 mod capabilities;
 mod error;
 mod factory;
+mod inverted;
 pub mod limits;
 mod store;
+mod store_dir;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use capabilities::Capabilities;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use factory::{BackendFactory, BackendOptions, create_store_dir, parse_options};
+pub use inverted::InvertedRangeWarning;
 pub use store::{KeyValueStore, KvIter, KvPair};
+pub use store_dir::StoreDirIdentity;

@@ -74,7 +74,9 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
 
     /// Iterates, in ascending key order, over the keys between `from` and `to`.
     ///
-    /// `from` after `to`, or an empty interval, yields nothing; it is not an error. The
+    /// `from` after `to`, or an empty interval, yields nothing; it is not an error (`from`
+    /// after `to` is logged as a warning once per store, see
+    /// [`InvertedRangeWarning`](crate::InvertedRangeWarning)). The
     /// iterator sees every write that completed before this call. A write made while it runs
     /// is never seen if [`Capabilities::snapshot_iterators`] is true, and may or may not be
     /// seen if it is false; in either case each key appears at most once and keys strictly
@@ -121,7 +123,9 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
     /// [`persistent`](Capabilities::persistent).
     ///
     /// # Errors
-    /// `Closed`, or an I/O or engine failure; then nothing is promised about durability.
+    /// `Closed`, or an I/O or engine failure; then nothing is promised about durability. A
+    /// persistent store whose files are gone (its directory removed under it) fails here,
+    /// even when its engine could still sync the unlinked files.
     fn flush(&self) -> Result<()>;
 
     /// Flushes and releases the store's files and locks. Every later call fails with

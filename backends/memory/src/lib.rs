@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::RwLock;
 use store_api::limits::{check_entry, check_key};
 use store_api::{
-    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result,
-    WriteBatch, parse_options,
+    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
+    KeyValueStore, KvIter, Result, WriteBatch, parse_options,
 };
 
 pub use config::Config;
@@ -60,6 +60,7 @@ struct Shared {
     map: RwLock<Map>,
     closed: AtomicBool,
     config: Config,
+    inverted: InvertedRangeWarning,
 }
 
 impl Shared {
@@ -81,6 +82,7 @@ impl MemoryStore {
             map: RwLock::new(Map::new()),
             closed: AtomicBool::new(false),
             config,
+            inverted: InvertedRangeWarning::new(NAME),
         };
         MemoryStore {
             shared: Arc::new(shared),
@@ -106,6 +108,9 @@ impl MemoryStore {
 
     fn iter(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
         self.check_open()?;
+        if self.shared.inverted.range_is_empty(from, to) {
+            return Ok(Box::new(std::iter::empty()));
+        }
         let (from, to) = (from.map(Bytes::from), to.map(Bytes::from));
         Ok(Box::new(MemoryIter::new(
             Arc::clone(&self.shared),

@@ -4,3 +4,11 @@ statestore_conformance::store_suite!(statestore_conformance::backend(
     statestore_memory::MemoryFactory,
     serde_json::Value::Null
 ));
+
+#[test]
+fn inverted_range_warns_once() {
+    statestore_conformance::warnings::inverted_range_warns_once(&statestore_conformance::backend(
+        statestore_memory::MemoryFactory,
+        serde_json::Value::Null,
+    ));
+}

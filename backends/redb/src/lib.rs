@@ -56,8 +56,8 @@ use redb::{
 };
 use store_api::limits::{check_entry, check_key};
 use store_api::{
-    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result,
-    WriteBatch, bounds, create_store_dir, parse_options,
+    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
+    KeyValueStore, KvIter, Result, StoreDirIdentity, WriteBatch, create_store_dir, parse_options,
 };
 
 pub use config::{Config, Durability};
@@ -95,6 +95,10 @@ pub struct RedbStore {
     path: PathBuf,
     durability: redb::Durability,
     quick_repair: bool,
+    /// Checked after every flush: redb syncs its open file even when the directory was
+    /// removed, so only this tells that the flush cannot be durable.
+    dir: StoreDirIdentity,
+    inverted: InvertedRangeWarning,
 }
 
 impl fmt::Debug for RedbStore {
@@ -120,6 +124,8 @@ impl RedbStore {
         let path = dir.join(FILE_NAME);
         let db = create_guarded(&config.builder(), &path)?;
         let store = RedbStore {
+            dir: StoreDirIdentity::capture(dir)?,
+            inverted: InvertedRangeWarning::new(format!("{BACKEND} {}", path.display())),
             db: RwLock::new(Some(db)),
             path,
             durability: config.durability.to_redb(),
@@ -172,15 +178,17 @@ impl RedbStore {
     }
 
     /// An empty write transaction committed with `Immediate` durability: redb then persists
-    /// every earlier commit, including the non-durable ones.
+    /// every earlier commit, including the non-durable ones. Then checks that the synced file
+    /// is still the store's.
     fn durable_commit(&self, db: &Database) -> Result<()> {
         let txn = self.begin_write(db, redb::Durability::Immediate)?;
-        txn.commit().map_err(from_redb)
+        txn.commit().map_err(from_redb)?;
+        self.dir.verify()
     }
 
     fn iter(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
         let table = self.read_table()?;
-        if bounds::range_is_empty(from, to) {
+        if self.inverted.range_is_empty(from, to) {
             return Ok(Box::new(std::iter::empty()));
         }
         iter::range(&table, from, to, reverse)

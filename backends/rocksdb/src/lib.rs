@@ -56,11 +56,11 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use rocksdb::{DB, ReadOptions, WriteOptions};
-use store_api::bounds::{prefix_upper_bound, range_is_empty};
+use store_api::bounds::prefix_upper_bound;
 use store_api::limits::{check_entry, check_key};
 use store_api::{
-    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result,
-    WriteBatch, create_store_dir, parse_options,
+    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
+    KeyValueStore, KvIter, Result, StoreDirIdentity, WriteBatch, create_store_dir, parse_options,
 };
 
 pub use config::{Compression, Config};
@@ -96,6 +96,10 @@ pub struct RocksDbStore {
     write_opts: WriteOptions,
     wal: bool,
     path: PathBuf,
+    /// Checked after every flush: RocksDB syncs its open files even when the directory was
+    /// removed, so only this tells that the flush cannot be durable.
+    dir: StoreDirIdentity,
+    inverted: InvertedRangeWarning,
 }
 
 impl RocksDbStore {
@@ -112,6 +116,8 @@ impl RocksDbStore {
         }
         let db = DB::open(&config.db_options(), dir).map_err(|err| from_open(dir, err))?;
         Ok(RocksDbStore {
+            dir: StoreDirIdentity::capture(dir)?,
+            inverted: InvertedRangeWarning::new(format!("{BACKEND} {}", dir.display())),
             db: RwLock::new(Some(Arc::new(db))),
             write_gate: RwLock::new(()),
             read_opts: ReadOptions::default(),
@@ -141,13 +147,16 @@ impl RocksDbStore {
         })
     }
 
-    /// Makes every completed write durable: sync the log, or flush the memtables without it.
-    fn persist(&self, db: &DB) -> Result<(), rocksdb::Error> {
-        if self.wal {
+    /// Makes every completed write durable: sync the log, or flush the memtables without it;
+    /// then checks that the synced files are still the store's.
+    fn persist(&self, db: &DB) -> Result<()> {
+        let synced = if self.wal {
             db.flush_wal(true)
         } else {
             db.flush()
-        }
+        };
+        synced.map_err(from_rocksdb)?;
+        self.dir.verify()
     }
 
     /// An owned iterator with `opts`, or `Closed`.
@@ -157,7 +166,7 @@ impl RocksDbStore {
     }
 
     fn bounded(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, reverse: bool) -> Result<KvIter> {
-        if range_is_empty(from, to) {
+        if self.inverted.range_is_empty(from, to) {
             // Still report a closed store.
             return self.with_db(|_| Ok(Box::new(std::iter::empty()) as KvIter));
         }
@@ -265,7 +274,8 @@ impl KeyValueStore for RocksDbStore {
     }
 
     fn flush(&self) -> Result<()> {
-        self.with_db(|db| self.persist(db))
+        let guard = self.db.read();
+        self.persist(guard.as_deref().ok_or(Error::Closed)?)
     }
 
     fn close(&self) -> Result<()> {
@@ -275,7 +285,7 @@ impl KeyValueStore for RocksDbStore {
         };
         // Closed even when the flush fails: the caller asked to release the store, and a
         // failed sync leaves nothing this handle could retry safely.
-        self.persist(&db).map_err(from_rocksdb)
+        self.persist(&db)
     }
 }
 

@@ -12,7 +12,7 @@
 //! filter, where an example or a `[[bin]]` would not always be built (or would add a binary
 //! to the library's package).
 //!
-//! `STATESTORE_CRASH_KILLS` sets the kills per backend (default 50), `STATESTORE_CRASH_SEED`
+//! `STATESTORE_CRASH_KILLS` sets the kills per backend (default 100), `STATESTORE_CRASH_SEED`
 //! the seed (default fixed per backend; printed for reproduction).
 
 // SIGKILL and the lock semantics under test are Unix ones.
@@ -105,7 +105,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 }
 
 fn crash_test(backend: &str, default_seed: u64) {
-    let kills = env_number("STATESTORE_CRASH_KILLS", 50);
+    let kills = env_number("STATESTORE_CRASH_KILLS", 100);
     let seed = env_number("STATESTORE_CRASH_SEED", default_seed);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut model = Model::new(seed);

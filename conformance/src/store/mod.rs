@@ -134,6 +134,8 @@ macro_rules! __store_cases {
                 double_open_is_locked
                 close_releases_the_directory
                 crash_keeps_flushed_writes_and_whole_batches
+                random_kills_keep_flushed_batches_whole
+                flush_fails_when_the_directory_is_gone
             }
             concurrency {
                 writes_are_visible_across_threads

@@ -1,6 +1,7 @@
 //! What survives closing and reopening a directory, and who may hold it open. Every case here
 //! needs the `persistent` capability and says so in the output when the store lacks it.
 
+use std::io::Write;
 use std::ops::Bound::{Excluded, Included};
 
 use store_api::{ErrorKind, KvPair, WriteBatch};
@@ -9,6 +10,7 @@ use super::support::{
     all, assert_bytes_eq, assert_kind, get, keys, owned, pattern, persistent_or_skip, put_keys,
     reverse_scan,
 };
+use crate::crash::kills::{kill_at_random, kills_from_env, seed_from_env};
 use crate::crash::{CHILD_TEST, Survivors, run_child};
 use crate::{StoreFactory, StoreFixture};
 
@@ -218,4 +220,59 @@ pub fn crash_keeps_flushed_writes_and_whole_batches(factory: &dyn StoreFactory) 
     run_child(CHILD_TEST, fx.dir(), "conformance");
     fx.reopen();
     Survivors::count(fx.store()).assert_flushed_kept_and_batches_whole("crash of the child");
+}
+
+/// Kills at random moments keep every flushed batch and leave every other batch whole or
+/// absent. A child process (the same [`CHILD_TEST`]) writes batches and flushes in a loop; the
+/// parent SIGKILLs it at a random moment, reopens the directory and checks it, then starts the
+/// next child on the same directory: `STATESTORE_CONFORMANCE_KILLS` times (default 20), at
+/// moments drawn from `STATESTORE_CONFORMANCE_KILL_SEED` (default from the clock; a failure
+/// names it). A store that rewrites its files in place during `flush` fails this. See
+/// [`crate::crash::kills`].
+pub fn random_kills_keep_flushed_batches_whole(factory: &dyn StoreFactory) {
+    let fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "random_kills_keep_flushed_batches_whole") {
+        return;
+    }
+    fx.store().close().expect("close before the crash children");
+    let (kills, seed) = (kills_from_env(), seed_from_env());
+    let report = kill_at_random(CHILD_TEST, fx.dir(), "conformance", factory, kills, seed)
+        .unwrap_or_else(|why| panic!("random kills: {why}"));
+    // Past the harness's capture, so a plain `cargo test` shows what was tried.
+    let _ = writeln!(
+        std::io::stderr(),
+        "statestore-conformance: random kills on {:?}: {report:?}",
+        fx.store().name()
+    );
+    assert_eq!(report.kills, kills);
+    assert!(
+        report.flushed_batches > 0,
+        "no batch was flushed before any of {kills} kills: {report:?}"
+    );
+}
+
+/// A flush that cannot be durable fails. With the store's directory removed under the open
+/// store (its files unlinked, the engine's descriptors still valid), a `put` and then a `flush`
+/// must not both return `Ok`: nothing of that write, or of anything before it, can survive a
+/// restart. Kafka Streams' RocksDB store throws on that flush too.
+pub fn flush_fails_when_the_directory_is_gone(factory: &dyn StoreFactory) {
+    let fx = StoreFixture::new(factory);
+    if !persistent_or_skip(&fx, "flush_fails_when_the_directory_is_gone") {
+        return;
+    }
+    put_keys(fx.store(), &[b"before"]);
+    fx.store()
+        .flush()
+        .expect("flush with the directory in place");
+    std::fs::remove_dir_all(fx.dir()).expect("removing the store's directory");
+    let flushed = fx
+        .store()
+        .put(b"after", b"cannot survive")
+        .and_then(|()| fx.store().flush());
+    assert!(
+        flushed.is_err(),
+        "put and flush both returned Ok with the store's directory removed"
+    );
+    // `close` flushes, so it may fail too; either way the handle must let go.
+    let _ = fx.store().close();
 }
