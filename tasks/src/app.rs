@@ -14,7 +14,6 @@ use rdkafka::types::RDKafkaErrorCode;
 use statestore_changelog::{NoopRestoreListener, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, Result};
 
-use crate::TaskEvent;
 use crate::config::TasksConfig;
 use crate::group::{GroupContext, Shared, commit_group};
 use crate::standby::{
@@ -23,6 +22,7 @@ use crate::standby::{
 use crate::store::TaskStore;
 use crate::task::Task;
 use crate::topics::{self, convert};
+use crate::{TaskEvent, TaskEventKind};
 
 /// How long a broker may hold a fetch that finds nothing new, unless the properties say
 /// otherwise. tansu 0.6 sleeps for half of it after every fetch, even one that found records.
@@ -345,6 +345,7 @@ impl Application {
         for (partition, task) in tasks {
             if task.poisoned || first_error.is_some() {
                 task.abandon();
+                self.shared.event(partition, TaskEventKind::Lost);
                 continue;
             }
             match task.close() {
@@ -352,6 +353,7 @@ impl Application {
                 Ok(None) => {}
                 Err(err) => first_error = first_error.or(Some(err)),
             }
+            self.shared.event(partition, TaskEventKind::Revoked);
         }
         if let Err(err) = commit_group(&self.consumer, &self.shared.input, &offsets) {
             tracing::warn!(%err, "committing the group offsets on close failed");

@@ -49,7 +49,7 @@ impl Shared {
         }
     }
 
-    fn event(&self, partition: u32, kind: TaskEventKind) {
+    pub(crate) fn event(&self, partition: u32, kind: TaskEventKind) {
         self.events.lock().push(TaskEvent {
             task: TaskId::new(0, partition),
             kind,

@@ -155,13 +155,14 @@ pub fn partition_of(word: &str, partitions: u32) -> i32 {
 }
 
 /// The state that whole commits of partition `partition` of changelog `topic` from offset
-/// `from` on build, and the number of updates they hold (commit markers and a torn tail are
+/// `from` up to offset `to` (default: the end) build, and the number of updates they hold (commit markers and a torn tail are
 /// not replayed, as a restore does not).
 pub fn replay_from(
     bootstrap: &str,
     topic: &str,
     partition: u32,
     from: Option<u64>,
+    to: Option<u64>,
 ) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
     let config = KafkaConfig {
         bootstrap_servers: bootstrap.to_owned(),
@@ -170,12 +171,14 @@ pub fn replay_from(
     };
     let log = KafkaLog::open_topic(config, topic, partition).expect("open changelog");
     let from = from.unwrap_or_else(|| log.start_offset().expect("start"));
-    let end = log.end_offset().expect("end");
+    let end = to.unwrap_or_else(|| log.end_offset().expect("end"));
     let mut reader = CommitReader::new(&log, from);
     let mut model = BTreeMap::new();
     let mut updates = 0;
     while reader.position() < end {
-        let released = reader.read(1000).expect("read");
+        // Never past `end`, so a later writer's commits are not counted.
+        let window = usize::try_from(end - reader.position()).map_or(1000, |w| w.min(1000));
+        let released = reader.read(window).expect("read");
         if released.last_read.is_none() {
             break;
         }
@@ -196,7 +199,7 @@ pub fn replay_from(
 
 /// [`replay_from`] the start of the log.
 pub fn replay(bootstrap: &str, topic: &str, partition: u32) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
-    replay_from(bootstrap, topic, partition, None)
+    replay_from(bootstrap, topic, partition, None, None)
 }
 
 /// The word counts of a replayed changelog partition, without the position key.
