@@ -40,8 +40,10 @@
 //! is the reference the store-API side is read against.
 //!
 //! # What the store-API side pays for
-//! What statestore adds: limit checks, the lock that makes `close` safe, values and scanned
-//! pairs copied into owned `Vec`s, boxed owned iterators, one dynamic call per operation.
+//! Reads go through the borrowing paths, `get_with` and `scan`, so both sides read values and
+//! pairs in place. What statestore adds: limit checks, the lock or flag that makes `close`
+//! safe, the visitor's dynamic call, one dynamic call per operation; for memory, the reference
+//! counts that let it lend stored slices with its lock released.
 //!
 //! Not measured: opening, preloading, settling, copying, the warm-up read and closing (all
 //! untimed). Background work a side's own puts start (RocksDB's flushes and compactions) counts

@@ -3,9 +3,10 @@
 //! workload but `put_durable` (a flush is a no-op on both). Each pair shares a group,
 //! `memory_vs_btreemap_<workload>`, with ids `memory-backend` and `btreemap`.
 //!
-//! Measured: the same workload code on both sides; values returned by copy on both (a value
-//! cannot leave the lock by reference). The backend adds limit checks, its closed flag,
-//! the dynamic call and owned, batched iterators.
+//! Measured: the same workload code on both sides; values and pairs read in place on both (the
+//! map under its lock, the backend through its borrowing reads, `get_with` and `scan`). The
+//! backend adds limit checks, its closed flag, the dynamic call, and the reference counts
+//! that let it lend stored slices with its lock released.
 //!
 //! Not measured: preloading (untimed). Loads time a full load into a fresh map.
 

@@ -11,7 +11,7 @@
 //! store directory: it works for any [`KeyValueStore`], including one the caller opened with
 //! options this crate never sees, and it keeps the store's files and locks in place.
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 
 use store_api::{BatchOp, KeyValueStore, Result, WriteBatch};
 
@@ -175,8 +175,12 @@ fn replay(
 }
 
 fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
-    let mut all = store.range(Bound::Unbounded, Bound::Unbounded)?;
-    Ok(all.next().transpose()?.is_none())
+    let mut empty = true;
+    store.scan(Bound::Unbounded, Bound::Unbounded, false, &mut |_, _| {
+        empty = false;
+        ControlFlow::Break(())
+    })?;
+    Ok(empty)
 }
 
 /// Deletes every key of `store`, `batch_records` keys per batch.
@@ -192,10 +196,14 @@ pub fn wipe(store: &dyn KeyValueStore, batch_records: usize) -> Result<u64> {
         // around (an LSM) is not made to skip them all again.
         let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut batch = WriteBatch::with_capacity(batch_records);
-        for item in store.range(from, Bound::Unbounded)?.take(batch_records) {
-            let (key, _) = item?;
-            batch.push(BatchOp::Delete { key });
-        }
+        store.scan(from, Bound::Unbounded, false, &mut |key, _| {
+            batch.push(BatchOp::Delete { key: key.to_vec() });
+            if batch.len() < batch_records {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })?;
         let Some(last) = batch.ops().last().map(|op| op.key().to_vec()) else {
             return Ok(deleted);
         };

@@ -237,3 +237,77 @@ fn oversized_keys_are_rejected_and_write_nothing() {
     );
     assert_eq!(store.buffered_bytes(), 0);
 }
+
+/// A logged store over a memory store that commits once its buffer holds `commit_bytes`, so
+/// the conformance cases read a mix of buffered and stored writes.
+fn logged_factory(
+    commit_bytes: usize,
+) -> impl Fn(&std::path::Path) -> store_api::Result<Box<dyn KeyValueStore>> {
+    move |dir| {
+        let config = LoggedStoreConfig {
+            commit_bytes,
+            ..LoggedStoreConfig::default()
+        };
+        let (store, _log) = logged_in_memory(dir, config);
+        Ok(Box::new(store))
+    }
+}
+
+/// The conformance suite's borrowed-read cases (`get_with`, `scan`) hold the merged reads to
+/// the owned ones' contract: all writes buffered, a commit before every write, and a mix.
+#[test]
+fn borrowed_reads_meet_the_store_contract() {
+    let cases = statestore_conformance::STORE_CASES
+        .iter()
+        .filter(|case| case.concern == "borrowed");
+    let mut ran = 0;
+    for case in cases {
+        for commit_bytes in [usize::MAX, 0, 400] {
+            (case.run)(&logged_factory(commit_bytes));
+        }
+        ran += 1;
+    }
+    assert!(ran >= 8, "only {ran} borrowed-read cases");
+}
+
+/// `get_with` and `scan` see the buffer over the store exactly as `get` and `range` do.
+#[test]
+fn borrowed_reads_merge_buffer_over_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = mixed_store(dir.path());
+    for key in [&b"a"[..], b"b", b"bb", b"c", b"d", b"e", b"f"] {
+        let mut lent = None;
+        store
+            .get_with(key, &mut |value| lent = Some(value.map(<[u8]>::to_vec)))
+            .expect("get_with");
+        assert_eq!(lent, Some(store.get(key).expect("get")), "{key:?}");
+    }
+    let [a, b, c, d, e] = [b"a", b"b", b"c", b"d", b"e"].map(|key| &key[..]);
+    let bounds = [
+        (Unbounded, Unbounded),
+        (Excluded(a), Included(d)),
+        (Included(b), Excluded(e)),
+        (Included(c), Unbounded),
+    ];
+    for (from, to) in bounds {
+        for reverse in [false, true] {
+            let mut lent = Vec::new();
+            store
+                .scan(from, to, reverse, &mut |key, value| {
+                    lent.push((key.to_vec(), value.to_vec()));
+                    std::ops::ControlFlow::Continue(())
+                })
+                .expect("scan");
+            let owned = if reverse {
+                store.reverse_range(from, to)
+            } else {
+                store.range(from, to)
+            };
+            assert_eq!(
+                lent,
+                collect(owned.expect("range")),
+                "{from:?} {to:?} {reverse}"
+            );
+        }
+    }
+}

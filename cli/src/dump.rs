@@ -1,7 +1,7 @@
 //! `statestore dump STATE_DIR STORE`.
 
 use std::io::{self, BufWriter, Write};
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -92,10 +92,25 @@ fn dump_store(store: &Store, limit: Option<u64>, out: &mut impl Write) -> CliRes
     let limit = limit.map_or(usize::MAX, |limit| {
         usize::try_from(limit).unwrap_or(usize::MAX)
     });
-    for item in kv.range(Bound::Unbounded, Bound::Unbounded)?.take(limit) {
-        let (key, value) = item?;
-        writeln!(out, "{}\t{}", render(&key), render(&value))?;
+    let mut written = Ok(());
+    if limit > 0 {
+        let mut left = limit;
+        kv.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            &mut |key, value| {
+                written = writeln!(out, "{}\t{}", render(key), render(value));
+                left -= 1;
+                if written.is_err() || left == 0 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )?;
     }
+    written?;
     kv.close()?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Writes as data: an ordered batch of puts and deletes applied atomically.
 
 use crate::Result;
-use crate::limits::{check_key, check_value};
+use crate::limits::check_ops;
 
 /// One operation of a [`WriteBatch`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -126,13 +126,7 @@ impl WriteBatch {
     /// over a limit. Backends call this before applying anything, so a rejected batch writes
     /// nothing.
     pub fn validate(&self) -> Result<()> {
-        for op in &self.ops {
-            check_key(op.key())?;
-            if let Some(value) = op.value() {
-                check_value(value)?;
-            }
-        }
-        Ok(())
+        check_ops(&self.ops)
     }
 }
 

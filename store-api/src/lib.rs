@@ -34,5 +34,5 @@ pub use capabilities::Capabilities;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use factory::{BackendFactory, BackendOptions, create_store_dir, parse_options};
 pub use inverted::InvertedRangeWarning;
-pub use store::{KeyValueStore, KvIter, KvPair};
+pub use store::{KeyValueStore, KvIter, KvPair, PairVisitor, ValueVisitor};
 pub use store_dir::StoreDirIdentity;

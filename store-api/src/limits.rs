@@ -1,6 +1,6 @@
 //! Size limits every backend enforces, so a key that one engine accepts is accepted by all.
 
-use crate::{Error, Result};
+use crate::{BatchOp, Error, Result};
 
 /// The longest key accepted, in bytes (64 KiB, RocksDB's practical ceiling for a key that
 /// stays in a block).
@@ -34,6 +34,20 @@ pub fn check_value(value: &[u8]) -> Result<()> {
             "value of {} bytes exceeds the limit of {MAX_VALUE_LEN} bytes",
             value.len()
         )));
+    }
+    Ok(())
+}
+
+/// Checks every key and value of `ops`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the first operation over a limit.
+pub fn check_ops(ops: &[BatchOp]) -> Result<()> {
+    for op in ops {
+        check_key(op.key())?;
+        if let Some(value) = op.value() {
+            check_value(value)?;
+        }
     }
     Ok(())
 }

@@ -1,13 +1,20 @@
 //! The key-value store trait and its contract.
 
 use std::fmt::Debug;
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 
 use crate::bounds::{as_ref_bound, prefix_bounds};
-use crate::{Capabilities, Result, WriteBatch};
+use crate::{BatchOp, Capabilities, Result, WriteBatch};
 
 /// A key and its value.
 pub type KvPair = (Vec<u8>, Vec<u8>);
+
+/// The visitor of [`KeyValueStore::get_with`]: called once with the value, `None` when absent.
+pub type ValueVisitor<'a> = dyn FnMut(Option<&[u8]>) + 'a;
+
+/// The visitor of [`KeyValueStore::scan`]: called with each pair in order; `Break` stops the
+/// scan.
+pub type PairVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'a;
 
 /// An owned iterator over key-value pairs. It may outlive the borrow of the store that made it
 /// and be sent to another thread. An `Err` item ends the iteration: the iterator yields nothing
@@ -43,6 +50,24 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
     /// `InvalidArgument` for an oversized key, `Closed`, or an engine failure.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
+    /// Hands the value at `key` to `f` as a borrowed slice, or `None` when the key is absent:
+    /// the same answer as [`get`](KeyValueStore::get), without copying the value out of the
+    /// engine where the engine can lend it.
+    ///
+    /// `f` is called exactly once when this returns `Ok`, and not at all when it returns an
+    /// error. The slice is valid only during the call. `f` runs on the caller's thread with
+    /// no lock of the store held, so it may call this store's other methods.
+    ///
+    /// The default implementation calls `get` and lends its copy; backends override it.
+    ///
+    /// # Errors
+    /// As [`get`](KeyValueStore::get).
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        let value = self.get(key)?;
+        f(value.as_deref());
+        Ok(())
+    }
+
     /// Sets `key` to `value`, replacing any previous value.
     ///
     /// # Errors
@@ -72,6 +97,21 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
     /// or an engine failure (then nothing is written).
     fn write(&self, batch: WriteBatch) -> Result<()>;
 
+    /// As [`write`](KeyValueStore::write), for operations the caller keeps: applies `ops`, in
+    /// order, atomically, with the same checks and guarantees. Every engine copies a batch
+    /// into its own format anyway, so a caller that must keep its operations (a changelog
+    /// commit keeps them readable until the store holds them) need not clone them into a
+    /// [`WriteBatch`] first.
+    ///
+    /// The default implementation clones `ops` into a `WriteBatch` for `write`; backends
+    /// override it.
+    ///
+    /// # Errors
+    /// As [`write`](KeyValueStore::write).
+    fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
+        self.write(ops.iter().cloned().collect())
+    }
+
     /// Iterates, in ascending key order, over the keys between `from` and `to`.
     ///
     /// `from` after `to`, or an empty interval, yields nothing; it is not an error (`from`
@@ -91,6 +131,46 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
     /// # Errors
     /// As [`range`](KeyValueStore::range).
     fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter>;
+
+    /// Visits the pairs between `from` and `to` in ascending key order (descending if
+    /// `reverse`), lending each key and value to `f` as slices valid only during the call.
+    /// `f` returning [`ControlFlow::Break`] stops the scan at once: no further pair is read
+    /// or visited.
+    ///
+    /// It selects and orders keys as [`range`](KeyValueStore::range) and
+    /// [`reverse_range`](KeyValueStore::reverse_range) do, with the same consistency: every
+    /// write that completed before the call is seen; a write made while it runs is never
+    /// seen if [`Capabilities::snapshot_iterators`] is true, and may or may not be seen if it
+    /// is false; each key is visited at most once. `from` after `to`, or an empty interval,
+    /// visits nothing. `f` runs on the caller's thread with no lock of the store held, so it
+    /// may call this store's other methods.
+    ///
+    /// The default implementation walks `range` or `reverse_range` and lends each owned
+    /// pair; backends override it to lend pairs from the engine without copying them.
+    ///
+    /// # Errors
+    /// `Closed` or an engine failure, before any pair is visited or after some were; the scan
+    /// ends at the error.
+    fn scan(
+        &self,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut PairVisitor<'_>,
+    ) -> Result<()> {
+        let pairs = if reverse {
+            self.reverse_range(from, to)?
+        } else {
+            self.range(from, to)?
+        };
+        for pair in pairs {
+            let (key, value) = pair?;
+            if f(&key, &value).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
 
     /// Iterates, in ascending order, over the keys that start with `prefix`. The empty prefix
     /// selects every key.

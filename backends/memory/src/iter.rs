@@ -10,7 +10,7 @@ use store_api::{Error, KvPair, Result};
 use crate::{Bytes, Map, Shared};
 
 /// The first refill takes this many entries; each later one doubles, up to the configured max.
-const FIRST_BATCH: usize = 16;
+pub(crate) const FIRST_BATCH: usize = 16;
 
 /// A cursor over a key range of the shared map.
 ///
@@ -59,10 +59,11 @@ impl MemoryIter {
             self.exhausted = true;
             return Ok(());
         }
+        self.buffer.reserve(self.batch);
         let map = self.shared.map.read();
         take_batch(
             &map,
-            (&self.from, &self.to),
+            (borrow(&self.from), borrow(&self.to)),
             self.reverse,
             self.batch,
             &mut self.buffer,
@@ -89,16 +90,16 @@ fn borrow(bound: &Bound<Bytes>) -> Bound<&[u8]> {
 }
 
 /// Appends to `out` references to the first `count` entries of the range, in iteration order.
-fn take_batch(
+/// The range must not be empty (`BTreeMap::range` panics on an inverted one). A map range
+/// does not know its length, so the caller reserves `count` first.
+pub(crate) fn take_batch(
     map: &Map,
-    (from, to): (&Bound<Bytes>, &Bound<Bytes>),
+    (from, to): (Bound<&[u8]>, Bound<&[u8]>),
     reverse: bool,
     count: usize,
-    out: &mut VecDeque<(Bytes, Bytes)>,
+    out: &mut impl Extend<(Bytes, Bytes)>,
 ) {
-    let range = map.range::<[u8], _>((borrow(from), borrow(to)));
-    // A map range does not know its length, so `extend` alone would grow the buffer in steps.
-    out.reserve(count);
+    let range = map.range::<[u8], _>((from, to));
     let share = |(k, v): (&Bytes, &Bytes)| (Arc::clone(k), Arc::clone(v));
     if reverse {
         out.extend(range.rev().take(count).map(share));

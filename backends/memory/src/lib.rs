@@ -8,7 +8,9 @@
 //! the range up front: they walk the live map in short locked stretches (see
 //! [`Config::iterator_batch`]), taking only references to the entries, so they are weakly
 //! consistent, not snapshots. A pair is copied into the owned `(Vec<u8>, Vec<u8>)` the API
-//! returns only when the iterator yields it, outside the lock.
+//! returns only when the iterator yields it, outside the lock. The borrowing reads,
+//! [`get_with`](KeyValueStore::get_with) and [`scan`](KeyValueStore::scan), copy nothing: they
+//! lend the stored slices themselves, held by reference count, with the lock released.
 //!
 //! ```
 //! use std::ops::Bound;
@@ -37,14 +39,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
-use store_api::limits::{check_entry, check_key};
+use store_api::bounds::range_is_empty;
+use store_api::limits::{check_entry, check_key, check_ops};
 use store_api::{
     BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
-    KeyValueStore, KvIter, Result, WriteBatch, parse_options,
+    KeyValueStore, KvIter, PairVisitor, Result, ValueVisitor, WriteBatch, parse_options,
 };
 
 pub use config::Config;
-use iter::MemoryIter;
+use iter::{MemoryIter, take_batch};
 
 /// The registered name of this backend.
 pub const NAME: &str = "memory";
@@ -133,15 +136,15 @@ fn upsert(map: &mut Map, key: &[u8], value: Bytes) {
 
 /// A batch operation with its key and value already in the map's form, so that the copies
 /// are made before the write lock is taken.
-enum Op {
+enum Op<'a> {
     Put(Bytes, Bytes),
-    Delete(Vec<u8>),
+    Delete(&'a [u8]),
 }
 
-impl From<BatchOp> for Op {
-    fn from(op: BatchOp) -> Self {
+impl<'a> From<&'a BatchOp> for Op<'a> {
+    fn from(op: &'a BatchOp) -> Self {
         match op {
-            BatchOp::Put { key, value } => Op::Put(key.into(), value.into()),
+            BatchOp::Put { key, value } => Op::Put(Bytes::from(&key[..]), Bytes::from(&value[..])),
             BatchOp::Delete { key } => Op::Delete(key),
         }
     }
@@ -160,6 +163,15 @@ impl KeyValueStore for MemoryStore {
         check_key(key)?;
         self.check_open()?;
         Ok(self.shared.map.read().get(key).map(|value| value.to_vec()))
+    }
+
+    /// Lends the stored value itself: the lock is held only to take a reference count.
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        check_key(key)?;
+        self.check_open()?;
+        let value = self.shared.map.read().get(key).map(Arc::clone);
+        f(value.as_deref());
+        Ok(())
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -188,10 +200,16 @@ impl KeyValueStore for MemoryStore {
         Ok(())
     }
 
+    /// A stored key or value is an `Arc<[u8]>`, which takes a copy of the bytes whether the
+    /// batch owns them or not.
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        batch.validate()?;
+        self.write_ops(batch.ops())
+    }
+
+    fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
+        check_ops(ops)?;
         self.check_open()?;
-        let ops: Vec<Op> = batch.into_ops().into_iter().map(Op::from).collect();
+        let ops: Vec<Op<'_>> = ops.iter().map(Op::from).collect();
         // One write lock over the whole batch is what makes it atomic to readers.
         let mut map = self.shared.map.write();
         for op in ops {
@@ -200,7 +218,7 @@ impl KeyValueStore for MemoryStore {
                     map.insert(key, value);
                 }
                 Op::Delete(key) => {
-                    map.remove(key.as_slice());
+                    map.remove(key);
                 }
             }
         }
@@ -213,6 +231,50 @@ impl KeyValueStore for MemoryStore {
 
     fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.iter(from, to, true)
+    }
+
+    /// Walks the map as the iterators do, in short locked stretches that take reference
+    /// counts, and lends the stored slices themselves: no pair is copied.
+    fn scan(
+        &self,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut PairVisitor<'_>,
+    ) -> Result<()> {
+        let max_batch = self.shared.config.iterator_batch.max(1);
+        self.check_open()?;
+        if self.shared.inverted.range_is_empty(from, to) {
+            return Ok(());
+        }
+        let mut batch = iter::FIRST_BATCH.min(max_batch);
+        let mut taken: Vec<(Bytes, Bytes)> = Vec::with_capacity(batch);
+        let mut resume: Option<Bytes> = None;
+        loop {
+            self.check_open()?;
+            // Each stretch resumes strictly after the last key taken, as `MemoryIter` does.
+            let bounds = match (&resume, reverse) {
+                (None, _) => (from, to),
+                (Some(last), false) => (Bound::Excluded(&**last), to),
+                (Some(last), true) => (from, Bound::Excluded(&**last)),
+            };
+            if range_is_empty(bounds.0, bounds.1) {
+                return Ok(());
+            }
+            taken.reserve(batch);
+            take_batch(&self.shared.map.read(), bounds, reverse, batch, &mut taken);
+            let exhausted = taken.len() < batch;
+            resume = taken.last().map(|(key, _)| Arc::clone(key));
+            for (key, value) in taken.drain(..) {
+                if f(&key, &value).is_break() {
+                    return Ok(());
+                }
+            }
+            if exhausted {
+                return Ok(());
+            }
+            batch = (batch * 2).min(max_batch);
+        }
     }
 
     /// Exact: the number of keys in the map.

@@ -3,7 +3,7 @@
 use redb::{AccessGuard, ReadOnlyTable};
 use std::ops::Bound;
 
-use store_api::{KvIter, KvPair, Result};
+use store_api::{KvIter, KvPair, PairVisitor, Result};
 
 use crate::error::from_redb;
 
@@ -33,6 +33,36 @@ pub(crate) fn range(
     } else {
         Box::new(RedbIter::new(range))
     })
+}
+
+/// Visits the pairs of `table` between `from` and `to` (descending if `reverse`), lending each
+/// from redb's pages, until `f` breaks or the range ends.
+///
+/// # Errors
+/// An engine failure while positioning or stepping.
+pub(crate) fn scan(
+    table: &ReadOnlyTable<&'static [u8], &'static [u8]>,
+    from: Bound<&[u8]>,
+    to: Bound<&[u8]>,
+    reverse: bool,
+    f: &mut PairVisitor<'_>,
+) -> Result<()> {
+    let range = table.range::<&[u8]>((from, to)).map_err(from_redb)?;
+    if reverse {
+        visit(range.rev(), f)
+    } else {
+        visit(range, f)
+    }
+}
+
+fn visit<I: Iterator<Item = Item>>(pairs: I, f: &mut PairVisitor<'_>) -> Result<()> {
+    for pair in pairs {
+        let (key, value) = pair.map_err(from_redb)?;
+        if f(key.value(), value.value()).is_break() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Copies each pair out of redb's pages and ends after the first error.

@@ -54,10 +54,11 @@ use redb::{
     Database, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata,
     TableDefinition, WriteTransaction,
 };
-use store_api::limits::{check_entry, check_key};
+use store_api::limits::{check_entry, check_key, check_ops};
 use store_api::{
     BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
-    KeyValueStore, KvIter, Result, StoreDirIdentity, WriteBatch, create_store_dir, parse_options,
+    KeyValueStore, KvIter, PairVisitor, Result, StoreDirIdentity, ValueVisitor, WriteBatch,
+    create_store_dir, parse_options,
 };
 
 pub use config::{Config, Durability};
@@ -233,6 +234,15 @@ impl KeyValueStore for RedbStore {
         Ok(value.map(|guard| guard.value().to_vec()))
     }
 
+    /// Lends the value from redb's page through its access guard: no copy.
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        check_key(key)?;
+        let table = self.read_table()?;
+        let value = table.get(key).map_err(from_redb)?;
+        f(value.as_ref().map(|guard| guard.value()));
+        Ok(())
+    }
+
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_entry(key, value)?;
         self.write_txn(self.durability, |table| table.insert(key, value).map(drop))
@@ -261,13 +271,18 @@ impl KeyValueStore for RedbStore {
         self.write_txn(self.durability, |table| table.remove(key).map(drop))
     }
 
+    /// redb copies the operations into its pages either way.
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        batch.validate()?;
-        if batch.is_empty() {
+        self.write_ops(batch.ops())
+    }
+
+    fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
+        check_ops(ops)?;
+        if ops.is_empty() {
             return self.db().map(drop);
         }
         self.write_txn(self.durability, |table| {
-            for op in batch.ops() {
+            for op in ops {
                 match op {
                     BatchOp::Put { key, value } => {
                         drop(table.insert(key.as_slice(), value.as_slice())?)
@@ -285,6 +300,21 @@ impl KeyValueStore for RedbStore {
 
     fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.iter(from, to, true)
+    }
+
+    /// The read snapshot's range, lending each pair from redb's pages.
+    fn scan(
+        &self,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut PairVisitor<'_>,
+    ) -> Result<()> {
+        let table = self.read_table()?;
+        if self.inverted.range_is_empty(from, to) {
+            return Ok(());
+        }
+        iter::scan(&table, from, to, reverse, f)
     }
 
     /// Exact: redb keeps the entry count in the table's header, so this is one read

@@ -18,7 +18,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use rocksdb::{DB, DBRawIterator, ReadOptions};
-use store_api::{KvPair, Result};
+use store_api::{KvPair, PairVisitor, Result};
 
 use crate::error::from_rocksdb;
 
@@ -55,6 +55,36 @@ fn successor(key: &[u8]) -> Vec<u8> {
     next.extend_from_slice(key);
     next.push(0);
     next
+}
+
+/// Visits the pairs `opts` bounds, ascending or descending, lending each from RocksDB's
+/// buffers, until `f` breaks or the range ends.
+///
+/// # Errors
+/// An engine failure while stepping.
+pub(crate) fn scan(
+    db: &DB,
+    opts: ReadOptions,
+    reverse: bool,
+    f: &mut PairVisitor<'_>,
+) -> Result<()> {
+    let mut raw = db.raw_iterator_opt(opts);
+    if reverse {
+        raw.seek_to_last();
+    } else {
+        raw.seek_to_first();
+    }
+    while let Some((key, value)) = raw.item() {
+        if f(key, value).is_break() {
+            return Ok(());
+        }
+        if reverse {
+            raw.prev();
+        } else {
+            raw.next();
+        }
+    }
+    raw.status().map_err(from_rocksdb)
 }
 
 /// Where the cursor stands.

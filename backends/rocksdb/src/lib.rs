@@ -57,10 +57,11 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use rocksdb::{DB, ReadOptions, WriteOptions};
 use store_api::bounds::prefix_upper_bound;
-use store_api::limits::{check_entry, check_key};
+use store_api::limits::{check_entry, check_key, check_ops};
 use store_api::{
     BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
-    KeyValueStore, KvIter, Result, StoreDirIdentity, WriteBatch, create_store_dir, parse_options,
+    KeyValueStore, KvIter, PairVisitor, Result, StoreDirIdentity, ValueVisitor, WriteBatch,
+    create_store_dir, parse_options,
 };
 
 pub use config::{Compression, Config};
@@ -213,6 +214,19 @@ impl KeyValueStore for RocksDbStore {
         })
     }
 
+    /// Lends RocksDB's pinned slice: the value is read in place from the block cache or the
+    /// memtable, never copied.
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        check_key(key)?;
+        // A handle of our own, so `f` runs with no lock of the store held.
+        let db = self.db.read().clone().ok_or(Error::Closed)?;
+        let value = db
+            .get_pinned_opt(key, &self.read_opts)
+            .map_err(from_rocksdb)?;
+        f(value.as_deref());
+        Ok(())
+    }
+
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_entry(key, value)?;
         self.with_write(|db| db.put_opt(key, value, &self.write_opts))
@@ -235,13 +249,22 @@ impl KeyValueStore for RocksDbStore {
         self.with_write(|db| db.delete_opt(key, &self.write_opts))
     }
 
+    /// RocksDB copies the operations into its own batch either way.
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        batch.validate()?;
+        self.write_ops(batch.ops())
+    }
+
+    fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
+        check_ops(ops)?;
         // RocksDB's batch format: a 12-byte header, then per operation a tag and two varint
         // lengths (at most 11 bytes) before the key and value.
-        let capacity = 12 + batch.payload_bytes() + 11 * batch.len();
+        let payload: usize = ops
+            .iter()
+            .map(|op| op.key().len() + op.value().map_or(0, <[u8]>::len))
+            .sum();
+        let capacity = 12 + payload + 11 * ops.len();
         let mut native = rocksdb::WriteBatch::with_capacity_bytes(capacity);
-        for op in batch.ops() {
+        for op in ops {
             match op {
                 BatchOp::Put { key, value } => native.put(key, value),
                 BatchOp::Delete { key } => native.delete(key),
@@ -256,6 +279,22 @@ impl KeyValueStore for RocksDbStore {
 
     fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.bounded(from, to, true)
+    }
+
+    /// A raw iterator with native bounds, as the owned iterators use, lending each pair from
+    /// RocksDB's buffers.
+    fn scan(
+        &self,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut PairVisitor<'_>,
+    ) -> Result<()> {
+        let db = self.db.read().clone().ok_or(Error::Closed)?;
+        if self.inverted.range_is_empty(from, to) {
+            return Ok(());
+        }
+        iter::scan(&db, bounded_read_options(from, to), reverse, f)
     }
 
     fn prefix_scan(&self, prefix: &[u8]) -> Result<KvIter> {

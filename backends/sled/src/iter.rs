@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use store_api::{Error, KvPair, Result};
+use store_api::{Error, KvPair, PairVisitor, Result};
 
 use crate::error::from_sled;
 
@@ -50,4 +50,25 @@ where
             }
         }
     }
+}
+
+/// Visits the pairs of a sled iterator (forward or reversed) until `f` breaks, the range ends,
+/// or the store is closed (then `Closed`, as [`SledIter`] reports it).
+///
+/// # Errors
+/// `Closed`, or an engine failure while stepping.
+pub(crate) fn scan<I>(inner: I, closed: &AtomicBool, f: &mut PairVisitor<'_>) -> Result<()>
+where
+    I: Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+{
+    for pair in inner {
+        if closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let (key, value) = pair.map_err(from_sled)?;
+        if f(&key, &value).is_break() {
+            break;
+        }
+    }
+    Ok(())
 }

@@ -68,10 +68,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
-use store_api::limits::{check_entry, check_key};
+use store_api::limits::{check_entry, check_key, check_ops};
 use store_api::{
     BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
-    KeyValueStore, KvIter, Result, WriteBatch, create_store_dir, parse_options,
+    KeyValueStore, KvIter, PairVisitor, Result, ValueVisitor, WriteBatch, create_store_dir,
+    parse_options,
 };
 
 pub use config::{Config, Mode};
@@ -220,6 +221,14 @@ impl KeyValueStore for SledStore {
         Ok(value.map(|value| value.to_vec()))
     }
 
+    /// Lends sled's own `IVec`, which shares the page's bytes: no copy.
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        check_key(key)?;
+        let value = self.db()?.get(key).map_err(from_sled)?;
+        f(value.as_deref());
+        Ok(())
+    }
+
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_entry(key, value)?;
         self.db()?.insert(key, value).map(drop).map_err(from_sled)
@@ -252,16 +261,22 @@ impl KeyValueStore for SledStore {
     /// One `sled::Batch` applied with `apply_batch`, atomic for readers and crashes. A
     /// `sled::Batch` keeps the last operation per key, which is the contract's "later wins".
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        batch.validate()?;
+        self.write_ops(batch.ops())
+    }
+
+    /// sled copies every key and value into an `IVec` of its own, whether the batch owns them
+    /// or not.
+    fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
+        check_ops(ops)?;
         let db = self.db()?;
-        if batch.is_empty() {
+        if ops.is_empty() {
             return Ok(());
         }
         let mut native = sled::Batch::default();
-        for op in batch {
+        for op in ops {
             match op {
-                BatchOp::Put { key, value } => native.insert(key, value),
-                BatchOp::Delete { key } => native.remove(key),
+                BatchOp::Put { key, value } => native.insert(key.as_slice(), value.as_slice()),
+                BatchOp::Delete { key } => native.remove(key.as_slice()),
             }
         }
         db.apply_batch(native).map_err(from_sled)
@@ -273,6 +288,29 @@ impl KeyValueStore for SledStore {
 
     fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.iter(from, to, true)
+    }
+
+    /// sled's iterator, lending each pair's `IVec`s; like the owned iterators, it stops with
+    /// `Closed` once the store is closed.
+    fn scan(
+        &self,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut PairVisitor<'_>,
+    ) -> Result<()> {
+        let range = {
+            let db = self.db()?;
+            if self.inverted.range_is_empty(from, to) {
+                return Ok(());
+            }
+            db.range::<&[u8], _>((from, to))
+        };
+        if reverse {
+            iter::scan(range.rev(), &self.closed, f)
+        } else {
+            iter::scan(range, &self.closed, f)
+        }
     }
 
     /// Exact, but NOT cheap: sled 0.34 keeps no count, so this walks every key of the tree

@@ -4,8 +4,15 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use store_api::BatchOp;
+
 /// Buffered writes: key to its latest value, `None` for a delete.
 pub(super) type Entries = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// The writes of a commit in flight: the latest write of each key, in ascending key order.
+/// They are moved out of [`Entries`], never copied, and stay readable (by binary search)
+/// while the commit hands them to the log and the store, both of which only borrow them.
+pub(super) type Frozen = Vec<BatchOp>;
 
 /// What a buffered entry is charged against the commit threshold beyond its key and value:
 /// roughly the two `Vec` headers, the `Option` and the map node share.
@@ -18,21 +25,19 @@ const ENTRY_OVERHEAD: usize = 64;
 pub(super) struct WriteBuffer {
     active: Entries,
     active_bytes: usize,
-    committing: Option<Arc<Entries>>,
+    committing: Option<Arc<Frozen>>,
 }
 
 impl WriteBuffer {
     /// The buffered state of `key`: `None` when the buffer says nothing about it,
     /// `Some(None)` for a buffered delete, `Some(Some(value))` for a buffered put.
     pub(super) fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.active
-            .get(key)
-            .or_else(|| {
-                self.committing
-                    .as_ref()
-                    .and_then(|entries| entries.get(key))
-            })
-            .map(Option::as_deref)
+        if let Some(value) = self.active.get(key) {
+            return Some(value.as_deref());
+        }
+        let frozen = self.committing.as_deref()?;
+        let at = frozen.binary_search_by(|op| op.key().cmp(key)).ok()?;
+        Some(frozen[at].value())
     }
 
     /// Buffers a put (`Some`) or a delete (`None`) of `key`, replacing any buffered write.
@@ -51,17 +56,27 @@ impl WriteBuffer {
 
     /// The number of buffered puts (an overcount of new keys: some may replace stored ones).
     pub(super) fn buffered_puts(&self) -> usize {
-        let puts = |entries: &Entries| entries.values().filter(|value| value.is_some()).count();
-        puts(&self.active) + self.committing.as_deref().map_or(0, puts)
+        let active = self.active.values().filter(|value| value.is_some()).count();
+        let frozen = self.committing.as_deref().map_or(0, |frozen| {
+            frozen.iter().filter(|op| op.value().is_some()).count()
+        });
+        active + frozen
     }
 
     /// Hands the active writes to a commit: they move to `committing` and stay readable.
     /// `None` when there is nothing to commit.
-    pub(super) fn freeze(&mut self) -> Option<Arc<Entries>> {
+    pub(super) fn freeze(&mut self) -> Option<Arc<Frozen>> {
         if self.active.is_empty() {
             return None;
         }
-        let frozen = Arc::new(std::mem::take(&mut self.active));
+        let frozen: Frozen = std::mem::take(&mut self.active)
+            .into_iter()
+            .map(|(key, value)| match value {
+                Some(value) => BatchOp::Put { key, value },
+                None => BatchOp::Delete { key },
+            })
+            .collect();
+        let frozen = Arc::new(frozen);
         self.active_bytes = 0;
         self.committing = Some(Arc::clone(&frozen));
         Some(frozen)
@@ -77,8 +92,12 @@ impl WriteBuffer {
         if committed {
             return;
         }
-        let entries = Arc::try_unwrap(frozen).unwrap_or_else(|shared| (*shared).clone());
-        for (key, value) in entries {
+        let ops = Arc::try_unwrap(frozen).unwrap_or_else(|shared| (*shared).clone());
+        for op in ops {
+            let (key, value) = match op {
+                BatchOp::Put { key, value } => (key, Some(value)),
+                BatchOp::Delete { key } => (key, None),
+            };
             if !self.active.contains_key(&key) {
                 self.insert(key, value);
             }
@@ -94,19 +113,44 @@ impl WriteBuffer {
         to: Bound<&[u8]>,
         reverse: bool,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let copy = |entries: &Entries| -> Entries {
-            entries
-                .range::<[u8], _>((from, to))
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect()
-        };
-        let mut merged = self.committing.as_deref().map(copy).unwrap_or_default();
-        merged.extend(copy(&self.active));
+        let mut merged: Entries = self
+            .committing
+            .as_deref()
+            .map(|frozen| {
+                let start = frozen.partition_point(|op| !after_start(op.key(), from));
+                let end = frozen.partition_point(|op| !past_end(op.key(), to));
+                let in_range = frozen.get(start..end.max(start)).unwrap_or_default();
+                in_range
+                    .iter()
+                    .map(|op| (op.key().to_vec(), op.value().map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let active = self.active.range::<[u8], _>((from, to));
+        merged.extend(active.map(|(key, value)| (key.clone(), value.clone())));
         let mut entries: Vec<_> = merged.into_iter().collect();
         if reverse {
             entries.reverse();
         }
         entries
+    }
+}
+
+/// True when `key` is at or after the lower bound `from`.
+fn after_start(key: &[u8], from: Bound<&[u8]>) -> bool {
+    match from {
+        Bound::Included(start) => key >= start,
+        Bound::Excluded(start) => key > start,
+        Bound::Unbounded => true,
+    }
+}
+
+/// True when `key` is beyond the upper bound `to`.
+fn past_end(key: &[u8], to: Bound<&[u8]>) -> bool {
+    match to {
+        Bound::Included(end) => key > end,
+        Bound::Excluded(end) => key >= end,
+        Bound::Unbounded => false,
     }
 }
 

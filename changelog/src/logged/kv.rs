@@ -6,12 +6,14 @@ use std::sync::atomic::Ordering;
 
 use store_api::bounds::range_is_empty;
 use store_api::limits::{check_entry, check_key};
-use store_api::{Capabilities, KeyValueStore, KvIter, Result, WriteBatch};
+use store_api::{
+    Capabilities, KeyValueStore, KvIter, PairVisitor, Result, ValueVisitor, WriteBatch,
+};
 
 use crate::record::{check_append, check_record};
 
 use super::LoggedStore;
-use super::merge::MergeIter;
+use super::merge::{MergeIter, MergeScan};
 
 impl KeyValueStore for LoggedStore {
     fn name(&self) -> &str {
@@ -31,6 +33,25 @@ impl KeyValueStore for LoggedStore {
             return Ok(buffered.map(<[u8]>::to_vec));
         }
         self.store.get(key)
+    }
+
+    /// A buffered value is copied out of the buffer, so `f` runs with no lock held; any other
+    /// key is lent by the wrapped store's own `get_with`.
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        self.check_open()?;
+        check_key(key)?;
+        let buffered = self
+            .buffer
+            .read()
+            .lookup(key)
+            .map(|value| value.map(<[u8]>::to_vec));
+        match buffered {
+            Some(value) => {
+                f(value.as_deref());
+                Ok(())
+            }
+            None => self.store.get_with(key, f),
+        }
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -89,6 +110,35 @@ impl KeyValueStore for LoggedStore {
 
     fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.merged_range(from, to, true)
+    }
+
+    /// The wrapped store's `scan`, with the buffered writes of the interval merged in: a
+    /// buffered put replaces or adds a pair, a buffered delete hides one.
+    fn scan(
+        &self,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut PairVisitor<'_>,
+    ) -> Result<()> {
+        self.check_open()?;
+        if range_is_empty(from, to) {
+            return Ok(());
+        }
+        // As in `merged_range`, the buffer is copied and the store's scan begins under one
+        // read lock, so a commit cannot move writes between the two and a snapshot store
+        // still reads a snapshot. The lock is let go before `f` first runs: the store takes
+        // its snapshot (if it takes one) before it visits its first pair.
+        let buffer = self.buffer.read();
+        let mut merge = MergeScan::new(buffer.snapshot(from, to, reverse), reverse, f);
+        let mut held = Some(buffer);
+        self.store.scan(from, to, reverse, &mut |key, value| {
+            held = None;
+            merge.store_pair(key, value)
+        })?;
+        drop(held);
+        merge.finish();
+        Ok(())
     }
 
     /// The store's estimate plus the buffered puts (some of which may replace stored keys).

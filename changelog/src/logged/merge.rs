@@ -3,8 +3,9 @@
 
 use std::cmp::Ordering;
 use std::iter::Peekable;
+use std::ops::ControlFlow;
 
-use store_api::{KvIter, KvPair, Result};
+use store_api::{KvIter, KvPair, PairVisitor, Result};
 
 /// A buffered entry: `None` is a delete that hides the store's value.
 pub(super) type BufferedEntry = (Vec<u8>, Option<Vec<u8>>);
@@ -81,6 +82,70 @@ impl Iterator for MergeIter {
                 return Some(Ok((key, value)));
             }
         }
+    }
+}
+
+/// The visitor side of a [`LoggedStore`](super::LoggedStore) scan: fed the store's pairs in
+/// order, it lends `f` each buffered pair that comes first, then the store's pair unless the
+/// buffer holds its key (a buffered put is lent in its place, a buffered delete hides it).
+pub(super) struct MergeScan<'f, 'a> {
+    buffered: Peekable<std::vec::IntoIter<BufferedEntry>>,
+    reverse: bool,
+    f: &'f mut PairVisitor<'a>,
+    stopped: bool,
+}
+
+impl<'f, 'a> MergeScan<'f, 'a> {
+    /// `buffered` must be sorted in the scan direction (descending if `reverse`).
+    pub(super) fn new(
+        buffered: Vec<BufferedEntry>,
+        reverse: bool,
+        f: &'f mut PairVisitor<'a>,
+    ) -> Self {
+        MergeScan {
+            buffered: buffered.into_iter().peekable(),
+            reverse,
+            f,
+            stopped: false,
+        }
+    }
+
+    /// Lends the buffered pairs before `key`, then the one of `key` itself.
+    pub(super) fn store_pair(&mut self, key: &[u8], value: &[u8]) -> ControlFlow<()> {
+        while let Some((buffered, _)) = self.buffered.peek() {
+            let order = buffered.as_slice().cmp(key);
+            let order = if self.reverse { order.reverse() } else { order };
+            if order == Ordering::Greater {
+                break;
+            }
+            let Some((buffered, change)) = self.buffered.next() else {
+                break;
+            };
+            if let Some(change) = change {
+                self.lend(&buffered, &change)?;
+            }
+            if order == Ordering::Equal {
+                return ControlFlow::Continue(());
+            }
+        }
+        self.lend(key, value)
+    }
+
+    /// Lends the buffered pairs after the store's last one, unless `f` stopped the scan.
+    pub(super) fn finish(mut self) {
+        while !self.stopped
+            && let Some((key, change)) = self.buffered.next()
+        {
+            if let Some(value) = change {
+                let _ = self.lend(&key, &value);
+            }
+        }
+    }
+
+    fn lend(&mut self, key: &[u8], value: &[u8]) -> ControlFlow<()> {
+        let flow = (self.f)(key, value);
+        self.stopped = flow.is_break();
+        flow
     }
 }
 

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
-use store_api::{BatchOp, Error, KeyValueStore, Result, WriteBatch};
+use store_api::{BatchOp, Error, KeyValueStore, Result};
 
-use self::buffer::{Entries, WriteBuffer};
+use self::buffer::WriteBuffer;
 use crate::checkpoint::Checkpoint;
 use crate::commits::CommitReader;
 use crate::record::{Changelog, Framing};
@@ -211,21 +211,12 @@ impl LoggedStore {
         result
     }
 
-    /// The three steps of a commit.
-    fn persist(&self, entries: &Entries) -> Result<()> {
-        let ops: Vec<BatchOp> = entries
-            .iter()
-            .map(|(key, value)| match value {
-                Some(value) => BatchOp::Put {
-                    key: key.clone(),
-                    value: value.clone(),
-                },
-                None => BatchOp::Delete { key: key.clone() },
-            })
-            .collect();
-        let offsets = self.log.append_framed(&ops, Framing::Commit)?;
+    /// The three steps of a commit. The log and the store only borrow the frozen writes, so
+    /// nothing is copied here: each copies them once into its own format.
+    fn persist(&self, ops: &[BatchOp]) -> Result<()> {
+        let offsets = self.log.append_framed(ops, Framing::Commit)?;
         self.log.sync()?;
-        self.store.write(ops.into_iter().collect::<WriteBatch>())?;
+        self.store.write_ops(ops)?;
         self.store.flush()?;
         self.checkpoint_at(&offsets)
     }

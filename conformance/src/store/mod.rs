@@ -11,6 +11,7 @@
 
 mod basic;
 mod batch;
+mod borrowed;
 mod concurrency;
 mod conditional;
 mod errors;
@@ -160,6 +161,17 @@ macro_rules! __store_cases {
             }
             model {
                 random_operations_match_model
+            }
+            borrowed {
+                get_with_lends_what_get_returns
+                scan_matches_range_under_every_bound
+                scan_of_nothing_visits_nothing
+                scan_stops_when_the_visitor_breaks
+                scan_lends_empty_bytes_and_latest_values
+                closed_store_rejects_borrowed_reads
+                get_with_rejects_oversized_keys
+                scan_visitor_may_call_the_store
+                write_ops_applies_like_write
             }
         }
     };
