@@ -80,7 +80,8 @@ impl Default for LoggedStoreConfig {
 /// store.put(b"apple", b"3")?;
 /// assert_eq!(store.get(b"apple")?, Some(b"3".to_vec())); // visible before the commit
 /// store.commit()?;
-/// assert_eq!(checkpoint.get("app-counts-changelog", 0), Some(0));
+/// // The checkpoint names the commit marker after the record, at offset 1.
+/// assert_eq!(checkpoint.get("app-counts-changelog", 0), Some(1));
 ///
 /// // Elsewhere, an empty store restored from the same log holds the same data.
 /// let elsewhere = tempfile::tempdir()?;
