@@ -88,10 +88,25 @@ impl<'f> StoreFixture<'f> {
             "a handle from StoreFixture::shared outlived its case's threads"
         );
         drop(old);
-        let store = self
-            .factory
-            .open(self.dir.path())
-            .unwrap_or_else(|err| panic!("reopening the store's directory failed: {err}"));
+        // A child process another case spawns on a sibling thread holds a copy of every
+        // descriptor of this process between its fork and its exec, the lock file of this
+        // store included, so the lock just released can read as held for that instant.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let store = loop {
+            match self.factory.open(self.dir.path()) {
+                Err(err)
+                    if err.kind() == store_api::ErrorKind::Locked
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => {
+                    break other.unwrap_or_else(|err| {
+                        panic!("reopening the store's directory failed: {err}")
+                    });
+                }
+            }
+        };
         self.store = Some(Arc::from(store));
     }
 }
