@@ -32,7 +32,10 @@
 //! Application::new(config)?.run(&stop, |ctx| {
 //!     let word = ctx.key().unwrap_or_default().to_vec();
 //!     let counts = ctx.store("counts")?;
-//!     let count = counts.get(&word)?.map_or(0, |v| v.len() as u64);
+//!     let count = counts
+//!         .get(&word)?
+//!         .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+//!         .map_or(0, u64::from_be_bytes);
 //!     counts.put(&word, &(count + 1).to_be_bytes())
 //! })?;
 //! # Ok::<(), store_api::Error>(())
