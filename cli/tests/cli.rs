@@ -208,6 +208,12 @@ fn compare_writes_results_charts_and_recommendations() {
             "{chart} names every backend"
         );
     }
+    let disk = std::fs::read_to_string(out_dir.join("summary-disk.svg")).expect("disk chart");
+    assert!(disk.starts_with("<svg") && disk.trim_end().ends_with("</svg>"));
+    assert!(
+        ["rocksdb", "sled", "redb"].iter().all(|b| disk.contains(b)) && !disk.contains("memory"),
+        "summary-disk.svg charts the disk engines only"
+    );
 }
 
 /// The wordcount example's binary, built next to this one (`cargo test --workspace` builds it,

@@ -100,8 +100,62 @@ pub fn workload_chart(path: &Path, title: &str, results: &[Measurement]) -> Char
     area.present().map_err(|err| err.to_string())
 }
 
-/// Draws every workload in one chart: per workload, one bar per backend, its throughput
-/// relative to the workload's best.
+/// Which backends a summary chart compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Summary {
+    /// Every backend, each relative to the workload's fastest. `put_durable` leaves out the
+    /// backends that are not persistent: their `flush` does nothing, so their bar would only
+    /// flatten the others.
+    All,
+    /// The persistent backends only, each relative to the fastest of them, so the disk
+    /// engines' differences are not shrunk to slivers by the memory backend.
+    Disk,
+}
+
+impl Summary {
+    /// The chart's title.
+    fn title(self) -> &'static str {
+        match self {
+            Summary::All => "statestore compare: throughput relative to the best backend",
+            Summary::Disk => "statestore compare: disk engines relative to the best disk engine",
+        }
+    }
+}
+
+/// One bar of a summary chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryBar {
+    /// The backend's name.
+    pub backend: String,
+    /// Its throughput.
+    pub ops_per_sec: f64,
+    /// Its throughput over the best of the bars drawn for the workload.
+    pub ratio: f64,
+}
+
+/// The bars `scope` draws for one workload's measurements, in the measurements' order.
+pub fn summary_bars(workload: &str, rows: &[Measurement], scope: Summary) -> Vec<SummaryBar> {
+    let durable_only = scope == Summary::Disk || workload == "put_durable";
+    let kept: Vec<&Measurement> = rows
+        .iter()
+        .filter(|m| m.persistent || !durable_only)
+        .collect();
+    let best = kept.iter().map(|m| m.ops_per_sec).fold(0.0, f64::max);
+    kept.iter()
+        .map(|m| SummaryBar {
+            backend: m.backend.clone(),
+            ops_per_sec: m.ops_per_sec,
+            ratio: if best > 0.0 {
+                m.ops_per_sec / best
+            } else {
+                0.0
+            },
+        })
+        .collect()
+}
+
+/// Draws every workload in one chart: per workload, one bar per backend of `scope`, its
+/// throughput relative to the best of them (see [`summary_bars`]).
 ///
 /// # Errors
 /// The message of a drawing or file error.
@@ -109,25 +163,26 @@ pub fn summary_chart(
     path: &Path,
     workloads: &[(&str, Vec<Measurement>)],
     subtitle: &str,
+    scope: Summary,
 ) -> ChartResult {
-    let backends: Vec<String> = workloads
-        .first()
-        .map(|(_, rows)| rows.iter().map(|m| m.backend.clone()).collect())
-        .unwrap_or_default();
+    let groups: Vec<(&str, Vec<SummaryBar>)> = workloads
+        .iter()
+        .map(|(workload, rows)| (*workload, summary_bars(workload, rows, scope)))
+        .collect();
+    let mut backends: Vec<&str> = Vec::new();
+    for bar in groups.iter().flat_map(|(_, bars)| bars) {
+        if !backends.contains(&bar.backend.as_str()) {
+            backends.push(&bar.backend);
+        }
+    }
     let bar_height = 11;
     let group = bar_height * backends.len().max(1) as i32 + 14;
     let top = 90;
-    let height = top + group * workloads.len() as i32 + 16;
+    let height = top + group * groups.len() as i32 + 16;
     let area = SVGBackend::new(path, (WIDTH, height.max(0) as u32)).into_drawing_area();
     area.fill(&WHITE).map_err(|err| err.to_string())?;
     let left_mid = Pos::new(HPos::Left, VPos::Center);
-    text(
-        &area,
-        "statestore compare: throughput relative to the best backend",
-        (12, 20),
-        17,
-        left_mid,
-    )?;
+    text(&area, scope.title(), (12, 20), 17, left_mid)?;
     text(&area, subtitle, (12, 42), 12, left_mid)?;
     for (i, backend) in backends.iter().enumerate() {
         let x = LEFT + 110 * i as i32;
@@ -138,7 +193,7 @@ pub fn summary_chart(
         .map_err(|err| err.to_string())?;
         text(&area, backend, (x + 20, 66), 13, left_mid)?;
     }
-    for (g, (workload, rows)) in workloads.iter().enumerate() {
+    for (g, (workload, bars)) in groups.iter().enumerate() {
         let group_top = top + group * g as i32;
         let mid = group_top + (group - 14) / 2;
         text(
@@ -148,17 +203,11 @@ pub fn summary_chart(
             13,
             Pos::new(HPos::Right, VPos::Center),
         )?;
-        for (i, m) in rows.iter().enumerate() {
+        for (i, b) in bars.iter().enumerate() {
             let bar_top = group_top + bar_height * i as i32;
-            bar(
-                &area,
-                bar_top,
-                bar_height - 2,
-                m.ratio_to_best,
-                colour(&m.backend),
-            )?;
-            let end = LEFT + (m.ratio_to_best * f64::from(BAR_SPACE)) as i32 + 5;
-            let label = format!("{:.2}x  {} /s", m.ratio_to_best, thousands(m.ops_per_sec));
+            bar(&area, bar_top, bar_height - 2, b.ratio, colour(&b.backend))?;
+            let end = LEFT + (b.ratio * f64::from(BAR_SPACE)) as i32 + 5;
+            let label = format!("{:.2}x  {} /s", b.ratio, thousands(b.ops_per_sec));
             text(
                 &area,
                 &label,
@@ -169,4 +218,52 @@ pub fn summary_chart(
         }
     }
     area.present().map_err(|err| err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(backend: &str, ops: f64, persistent: bool) -> Measurement {
+        Measurement {
+            workload: "x".into(),
+            backend: backend.into(),
+            persistent,
+            records: 1,
+            operations: 1,
+            seconds: 1.0,
+            ops_per_sec: ops,
+            p50_us: 1.0,
+            p99_us: 2.0,
+            bytes_on_disk: 1,
+            ratio_to_best: 0.0,
+        }
+    }
+
+    fn ratios(bars: &[SummaryBar]) -> Vec<(&str, f64)> {
+        bars.iter().map(|b| (b.backend.as_str(), b.ratio)).collect()
+    }
+
+    #[test]
+    fn disk_engines_are_measured_against_the_best_disk_engine() {
+        let rows = [
+            run("memory", 1000.0, false),
+            run("rocksdb", 200.0, true),
+            run("redb", 100.0, true),
+        ];
+        let all = summary_bars("get_hit", &rows, Summary::All);
+        assert_eq!(
+            ratios(&all),
+            [("memory", 1.0), ("rocksdb", 0.2), ("redb", 0.1)]
+        );
+        let disk = summary_bars("get_hit", &rows, Summary::Disk);
+        assert_eq!(ratios(&disk), [("rocksdb", 1.0), ("redb", 0.5)]);
+    }
+
+    #[test]
+    fn put_durable_leaves_out_stores_that_keep_nothing() {
+        let rows = [run("memory", 900.0, false), run("sled", 30.0, true)];
+        let all = summary_bars("put_durable", &rows, Summary::All);
+        assert_eq!(ratios(&all), [("sled", 1.0)]);
+    }
 }

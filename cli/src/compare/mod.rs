@@ -251,10 +251,16 @@ fn write_outputs(
         machine.cpu,
         machine.cores
     );
-    chart::summary_chart(&out.join("summary.svg"), &named, &subtitle)
-        .map_err(|err| format!("drawing summary.svg: {err}"))?;
+    for (file, scope) in [
+        ("summary.svg", chart::Summary::All),
+        ("summary-disk.svg", chart::Summary::Disk),
+    ] {
+        chart::summary_chart(&out.join(file), &named, &subtitle, scope)
+            .map_err(|err| format!("drawing {file}: {err}"))?;
+    }
     let _ = outln!(
-        "\nwrote {0}/results.json, {0}/results.csv, {0}/summary.svg and one SVG chart per workload",
+        "\nwrote {0}/results.json, {0}/results.csv, {0}/summary.svg, {0}/summary-disk.svg and \
+         one SVG chart per workload",
         out.display()
     );
     Ok(())
