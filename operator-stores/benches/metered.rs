@@ -5,15 +5,17 @@
 //! 15 s: 10 samples over 1 s each (5 s without `--quick`).
 //! Group `metered_get_<backend>`, ids:
 //! - `bare`: the backend's store;
-//! - `metered-no-recorder`: a `MeteredStore` made while no recorder is installed (its handles
-//!   are the facade's no-ops), timing every call;
-//! - `metered-no-recorder-sampled-16`: the same, timing one call in 16;
-//! - `metered-prometheus`: handles of a Prometheus recorder, counting and timing every call;
-//! - `metered-prometheus-sampled-16`: the same, timing one call in 16 (counts stay exact).
+//! - `metered-no-recorder`: a `MeteredStore` made while no recorder is installed, which
+//!   records nothing;
+//! - `metered-prometheus-counts`: handles of a Prometheus recorder, `RecordingLevel::Counts`
+//!   (the floor with a recorder: one atomic add per call);
+//! - `metered-prometheus`: the same at the default level (counts, latency of one call in 64);
+//! - `metered-prometheus-every`: `RecordingLevel::EveryLatency`, every call timed.
 //!
 //! Measured: a `get` of a random present key (16-byte keys, 100-byte values) through
 //! `&dyn KeyValueStore`. Not measured: rendering the Prometheus text, or contention between
-//! threads on the recorder's atomics (one thread).
+//! threads on the recorder's atomics (one thread). The Prometheus recorder keeps every latency
+//! until it renders, so a full-length run of `metered-prometheus-every` holds a few hundred MB.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use metrics_exporter_prometheus::PrometheusBuilder;
-use statestore_operator_stores::MeteredStore;
+use statestore_operator_stores::{MeteredStore, RecordingLevel};
 use store_api::{BackendFactory, KeyValueStore, WriteBatch};
 
 const KEYS: u64 = 10_000;
@@ -67,21 +69,26 @@ fn metered_get(c: &mut Criterion) {
         let bare = open(backend, dir.path());
         preload(bare.as_ref());
         let unrecorded = MeteredStore::new(Arc::clone(&bare), "bench");
-        let unrecorded_sampled =
-            MeteredStore::new(Arc::clone(&bare), "bench").with_latency_sampling(16);
+        assert_eq!(
+            unrecorded.recording_level(),
+            None,
+            "no recorder is installed"
+        );
         // Handles registered under the recorder stay live after the closure returns.
-        let (recorded, recorded_sampled) = metrics::with_local_recorder(&recorder, || {
-            (
-                MeteredStore::new(Arc::clone(&bare), "bench"),
-                MeteredStore::new(Arc::clone(&bare), "bench-sampled").with_latency_sampling(16),
-            )
-        });
+        let recorded = |name: &str, level: RecordingLevel| {
+            metrics::with_local_recorder(&recorder, || {
+                MeteredStore::new(Arc::clone(&bare), name).with_recording_level(level)
+            })
+        };
+        let counts = recorded("bench-counts", RecordingLevel::Counts);
+        let default = recorded("bench", RecordingLevel::default());
+        let every = recorded("bench-every", RecordingLevel::EveryLatency);
         let targets: [(&str, &dyn KeyValueStore); 5] = [
             ("bare", bare.as_ref()),
             ("metered-no-recorder", &unrecorded),
-            ("metered-no-recorder-sampled-16", &unrecorded_sampled),
-            ("metered-prometheus", &recorded),
-            ("metered-prometheus-sampled-16", &recorded_sampled),
+            ("metered-prometheus-counts", &counts),
+            ("metered-prometheus", &default),
+            ("metered-prometheus-every", &every),
         ];
         let mut group = c.benchmark_group(format!("metered_get_{backend}"));
         group.throughput(Throughput::Elements(1));

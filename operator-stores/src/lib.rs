@@ -9,7 +9,8 @@
 //! - [`TimestampedStore`]: a typed store whose values carry their record's timestamp.
 //! - [`LruStore`]: a store bounded to a number of entries, evicting the least recently used;
 //!   evictions are ordinary deletes, so a logged one logs them.
-//! - [`MeteredStore`]: per-operation counts and latencies through the `metrics` facade.
+//! - [`MeteredStore`]: exact per-operation counts and sampled latencies through the `metrics`
+//!   facade, nothing at all without a recorder.
 //! - [`window`], [`session`], [`versioned`]: window, session and versioned stores, expiring by
 //!   segments.
 //!
@@ -31,6 +32,6 @@ pub mod window;
 pub use codec::{Json, KeyCodec, OrderedKeys, Postcard, ValueCodec};
 pub use layout::APP_KEY_TAG;
 pub use lru::LruStore;
-pub use metered::{MeteredRestoreListener, MeteredStore};
+pub use metered::{MeteredRestoreListener, MeteredStore, RecordingLevel};
 pub use timestamped::{Timestamped, TimestampedStore, ValueAndTimestamp};
 pub use typed::{TypedIter, TypedStore};

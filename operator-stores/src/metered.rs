@@ -74,14 +74,83 @@ struct OpMetrics {
     seconds: Histogram,
 }
 
-/// A [`KeyValueStore`] that counts every call to the wrapped store and times them, through
-/// the [`metrics`] facade, so any exporter (Prometheus, StatsD, ...) shows them.
+/// What a [`MeteredStore`] records. Counts are exact at every level. A timed call costs two
+/// clock reads and a histogram record, about as much as an in-memory `get` itself, so by
+/// default only a sample of calls is timed.
 ///
-/// Handles are registered when the store is made, as the facade recommends: install the
-/// recorder before making metered stores. Without a recorder the counts are no-ops, and a
-/// latency costs two clock reads when it is sampled; [`with_latency_sampling`](Self::with_latency_sampling)
-/// times one call in `n` (counts stay exact), or none. Measured overheads are in the bench
-/// `benches/benches/metered.rs`.
+/// Kafka Streams records store latencies only at its `DEBUG` recording level; its default
+/// `INFO` level records none. [`RecordingLevel::default`] sits between the two: a latency
+/// distribution from a sample of [`DEFAULT_LATENCY_SAMPLE`] calls is as good as one from all
+/// of them for a steady workload, at a share of the cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordingLevel {
+    /// Exact per-operation counts; no clock read.
+    Counts,
+    /// Exact counts and the latency of one call in `n` per thread, `n` rounded up to a power of
+    /// two: `1` times every call, `0` none.
+    SampledLatency(u32),
+    /// Exact counts and every call's latency (Kafka Streams' `DEBUG` level).
+    EveryLatency,
+}
+
+/// The sample of [`RecordingLevel::default`]: one call in 64 is timed.
+pub const DEFAULT_LATENCY_SAMPLE: u32 = 64;
+
+impl Default for RecordingLevel {
+    fn default() -> Self {
+        RecordingLevel::SampledLatency(DEFAULT_LATENCY_SAMPLE)
+    }
+}
+
+/// A [`RecordingLevel`] resolved for the hot path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No recorder: the handles are no-ops, so nothing is done at all.
+    Off,
+    Counts,
+    /// Time the calls whose per-thread tick has these bits clear.
+    Sampled {
+        mask: u32,
+    },
+    Every,
+}
+
+impl From<RecordingLevel> for Mode {
+    fn from(level: RecordingLevel) -> Self {
+        match level {
+            RecordingLevel::Counts => Mode::Counts,
+            RecordingLevel::EveryLatency => Mode::Every,
+            RecordingLevel::SampledLatency(0) => Mode::Counts,
+            RecordingLevel::SampledLatency(1) => Mode::Every,
+            RecordingLevel::SampledLatency(n) => Mode::Sampled {
+                mask: n.checked_next_power_of_two().unwrap_or(1 << 31) - 1,
+            },
+        }
+    }
+}
+
+/// Whether the `metrics` facade would hand out live handles now.
+///
+/// metrics 0.24 has no call for this: `Counter` and `Histogram` keep whether they are no-ops
+/// private, and the no-op recorder `with_recorder` falls back to when none is installed is a
+/// private static. That fallback, `NoopRecorder`, is a unit struct, while an exporter's recorder
+/// holds its registry; so a zero-sized recorder is taken for no recorder. A zero-sized recorder
+/// of the program's own is missed: [`MeteredStore::with_recording_level`] overrides this.
+fn recorder_installed() -> bool {
+    metrics::with_recorder(|recorder| std::mem::size_of_val(recorder) != 0)
+}
+
+/// A [`KeyValueStore`] that counts every call to the wrapped store and times some of them,
+/// through the [`metrics`] facade, so any exporter (Prometheus, StatsD, ...) shows them.
+///
+/// Handles are registered once, when the store is made, as the facade recommends: install
+/// the recorder before making metered stores. What is recorded is a [`RecordingLevel`]:
+/// by default exact counts and the latency of one call in [`DEFAULT_LATENCY_SAMPLE`]. A store
+/// made while no recorder is installed records nothing (its handles would be the facade's
+/// no-ops), so it costs one branch per call and no clock read.
+///
+/// Overhead on a `get` of a present key, from the criterion bench
+/// `operator-stores/benches/metered.rs`, is in the README's operator-stores section.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -98,8 +167,7 @@ pub struct MeteredStore {
     store_name: String,
     ops: [OpMetrics; Operation::ALL.len()],
     batch_records: Counter,
-    /// Time one call in `sample_every` (a power of two); 0 times none.
-    sample_every: u32,
+    mode: Mode,
 }
 
 thread_local! {
@@ -108,7 +176,8 @@ thread_local! {
 }
 
 impl MeteredStore {
-    /// Meters `inner` under the label `store = store_name`, timing every call.
+    /// Meters `inner` under the label `store = store_name` at the default [`RecordingLevel`],
+    /// or not at all when no recorder is installed.
     pub fn new(inner: Arc<dyn KeyValueStore>, store_name: &str) -> Self {
         let labels = [
             Label::new("store", store_name.to_string()),
@@ -123,25 +192,35 @@ impl MeteredStore {
             }
         });
         let batch_records = metrics::counter!(BATCH_RECORDS_TOTAL, labels.to_vec());
+        let mode = if recorder_installed() {
+            RecordingLevel::default().into()
+        } else {
+            Mode::Off
+        };
         MeteredStore {
             inner,
             store_name: store_name.to_string(),
             ops,
             batch_records,
-            sample_every: 1,
+            mode,
         }
     }
 
-    /// Times one call in `every` (rounded up to a power of two) instead of every call; `0`
-    /// times none. Counts stay exact. For stores whose calls take well under a microsecond,
-    /// where two clock reads per call are a visible share.
-    pub fn with_latency_sampling(mut self, every: u32) -> Self {
-        self.sample_every = if every == 0 {
-            0
-        } else {
-            every.checked_next_power_of_two().unwrap_or(1 << 31)
-        };
+    /// Records at `level`, whether or not a recorder was detected when the store was made.
+    pub fn with_recording_level(mut self, level: RecordingLevel) -> Self {
+        self.mode = level.into();
         self
+    }
+
+    /// What the store records; `None` when it records nothing because no recorder was
+    /// installed when it was made.
+    pub fn recording_level(&self) -> Option<RecordingLevel> {
+        match self.mode {
+            Mode::Off => None,
+            Mode::Counts => Some(RecordingLevel::Counts),
+            Mode::Sampled { mask } => Some(RecordingLevel::SampledLatency(mask + 1)),
+            Mode::Every => Some(RecordingLevel::EveryLatency),
+        }
     }
 
     /// The wrapped store.
@@ -154,30 +233,33 @@ impl MeteredStore {
         &self.store_name
     }
 
-    fn metrics(&self, op: Operation) -> &OpMetrics {
-        &self.ops[op as usize]
-    }
-
-    /// Whether to time this call.
-    fn sampled(&self) -> bool {
-        match self.sample_every {
-            0 => false,
-            1 => true,
-            every => SAMPLE_TICK.with(|tick| {
-                let next = tick.get().wrapping_add(1);
-                tick.set(next);
-                next & (every - 1) == 0
-            }),
+    /// Counts a call of `op` and says whether to time it.
+    #[inline]
+    fn count(&self, op: Operation) -> Option<&OpMetrics> {
+        let metrics = &self.ops[op as usize];
+        metrics.calls.increment(1);
+        match self.mode {
+            Mode::Every => Some(metrics),
+            Mode::Sampled { mask } => SAMPLE_TICK
+                .with(|tick| {
+                    let next = tick.get().wrapping_add(1);
+                    tick.set(next);
+                    next & mask == 0
+                })
+                .then_some(metrics),
+            Mode::Counts | Mode::Off => None,
         }
     }
 
     /// Runs `call`, counting it and, when sampled, timing it.
+    #[inline]
     fn measure<T>(&self, op: Operation, call: impl FnOnce() -> T) -> T {
-        let metrics = self.metrics(op);
-        metrics.calls.increment(1);
-        if !self.sampled() {
+        if self.mode == Mode::Off {
             return call();
         }
+        let Some(metrics) = self.count(op) else {
+            return call();
+        };
         let start = Instant::now();
         let result = call();
         metrics.seconds.record(start.elapsed().as_secs_f64());
@@ -185,18 +267,19 @@ impl MeteredStore {
     }
 
     fn measure_scan(&self, scan: impl FnOnce() -> Result<KvIter>) -> Result<KvIter> {
-        let metrics = self.metrics(Operation::Range);
-        metrics.calls.increment(1);
-        let start = self.sampled().then(Instant::now);
+        if self.mode == Mode::Off {
+            return scan();
+        }
+        let Some(metrics) = self.count(Operation::Range) else {
+            return scan();
+        };
+        let start = Instant::now();
         let iter = scan()?;
-        Ok(match start {
-            Some(start) => Box::new(TimedIter {
-                inner: iter,
-                start,
-                seconds: metrics.seconds.clone(),
-            }),
-            None => iter,
-        })
+        Ok(Box::new(TimedIter {
+            inner: iter,
+            start,
+            seconds: metrics.seconds.clone(),
+        }))
     }
 }
 
@@ -249,7 +332,9 @@ impl KeyValueStore for MeteredStore {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.batch_records.increment(batch.len() as u64);
+        if self.mode != Mode::Off {
+            self.batch_records.increment(batch.len() as u64);
+        }
         self.measure(Operation::Write, || self.inner.write(batch))
     }
 
@@ -287,7 +372,7 @@ impl fmt::Debug for MeteredStore {
         f.debug_struct("MeteredStore")
             .field("inner", &self.inner)
             .field("store_name", &self.store_name)
-            .field("sample_every", &self.sample_every)
+            .field("recording_level", &self.recording_level())
             .finish_non_exhaustive()
     }
 }

@@ -71,7 +71,8 @@ mod metrics_through_prometheus {
     use metrics_exporter_prometheus::PrometheusBuilder;
     use statestore_changelog::{Checkpoint, LoggedStore, LoggedStoreConfig, MemoryLog};
     use statestore_memory::{Config, MemoryStore};
-    use statestore_operator_stores::{MeteredRestoreListener, MeteredStore};
+    use statestore_operator_stores::metered::DEFAULT_LATENCY_SAMPLE;
+    use statestore_operator_stores::{MeteredRestoreListener, MeteredStore, RecordingLevel};
     use store_api::{KeyValueStore, WriteBatch};
 
     fn memory() -> Arc<dyn KeyValueStore> {
@@ -79,19 +80,44 @@ mod metrics_through_prometheus {
     }
 
     fn line_value(rendered: &str, prefix: &str) -> f64 {
-        let line = rendered
-            .lines()
-            .find(|line| line.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no line {prefix} in:\n{rendered}"));
+        find_value(rendered, prefix).unwrap_or_else(|| panic!("no line {prefix} in:\n{rendered}"))
+    }
+
+    fn find_value(rendered: &str, prefix: &str) -> Option<f64> {
+        let line = rendered.lines().find(|line| line.starts_with(prefix))?;
         let value = line.rsplit(' ').next().expect("a value");
-        value.parse().expect("a number")
+        Some(value.parse().expect("a number"))
+    }
+
+    /// Runs `calls` gets on a store made under a fresh recorder at `level` (the default when
+    /// `None`), returning (calls counted, calls timed).
+    fn gets_counted_and_timed(level: Option<RecordingLevel>, calls: usize) -> (f64, f64) {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let store = metrics::with_local_recorder(&recorder, || MeteredStore::new(memory(), "s"));
+        let store = match level {
+            Some(level) => store.with_recording_level(level),
+            None => store,
+        };
+        for _ in 0..calls {
+            store.get(b"k").expect("get");
+        }
+        let rendered = recorder.handle().render();
+        let labels = "{store=\"s\",backend=\"memory\",operation=\"get\"}";
+        let counted = line_value(&rendered, &format!("statestore_operations_total{labels}"));
+        let timed = find_value(
+            &rendered,
+            &format!("statestore_operation_seconds_count{labels}"),
+        );
+        (counted, timed.unwrap_or(0.0))
     }
 
     #[test]
     fn counts_and_latencies_per_operation() {
         let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
-        let store = metrics::with_local_recorder(&recorder, || MeteredStore::new(memory(), "t"));
+        let store = metrics::with_local_recorder(&recorder, || {
+            MeteredStore::new(memory(), "t").with_recording_level(RecordingLevel::EveryLatency)
+        });
         store.put(b"a", b"1").unwrap();
         store.put(b"b", b"2").unwrap();
         for key in [b"a", b"b", b"c"] {
@@ -134,25 +160,54 @@ mod metrics_through_prometheus {
 
     #[test]
     fn sampling_keeps_counts_exact() {
-        let recorder = PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        let store = metrics::with_local_recorder(&recorder, || {
-            MeteredStore::new(memory(), "s").with_latency_sampling(4)
-        });
-        for _ in 0..64 {
-            store.get(b"k").unwrap();
-        }
-        let rendered = handle.render();
-        let labels = "{store=\"s\",backend=\"memory\",operation=\"get\"}";
+        // Each test runs on a thread of its own, so the per-thread sample tick starts at 0.
+        let sampled = gets_counted_and_timed(Some(RecordingLevel::SampledLatency(4)), 64);
+        assert_eq!(sampled, (64.0, 16.0), "one call in four timed");
+    }
+
+    #[test]
+    fn default_level_counts_all_and_times_a_sample() {
+        let calls = 4 * DEFAULT_LATENCY_SAMPLE as usize;
         assert_eq!(
-            line_value(&rendered, &format!("statestore_operations_total{labels}")),
-            64.0
+            gets_counted_and_timed(None, calls),
+            (calls as f64, 4.0),
+            "one call in {DEFAULT_LATENCY_SAMPLE} timed by default"
         );
-        let timed = line_value(
-            &rendered,
-            &format!("statestore_operation_seconds_count{labels}"),
+        assert_eq!(
+            RecordingLevel::default(),
+            RecordingLevel::SampledLatency(DEFAULT_LATENCY_SAMPLE)
         );
-        assert_eq!(timed, 16.0, "one call in four timed");
+    }
+
+    #[test]
+    fn counts_level_times_nothing() {
+        assert_eq!(
+            gets_counted_and_timed(Some(RecordingLevel::Counts), 100),
+            (100.0, 0.0)
+        );
+        assert_eq!(
+            gets_counted_and_timed(Some(RecordingLevel::SampledLatency(0)), 100),
+            (100.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn without_a_recorder_nothing_is_recorded() {
+        let unrecorded = MeteredStore::new(memory(), "none");
+        assert_eq!(unrecorded.recording_level(), None);
+        let under_noop = metrics::with_local_recorder(&metrics::NoopRecorder, || {
+            MeteredStore::new(memory(), "noop")
+        });
+        assert_eq!(under_noop.recording_level(), None);
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorded = metrics::with_local_recorder(&recorder, || MeteredStore::new(memory(), "p"));
+        assert_eq!(recorded.recording_level(), Some(RecordingLevel::default()));
+        // A level set explicitly holds without a detected recorder (a zero-sized one of the
+        // program's own goes undetected).
+        let forced = unrecorded.with_recording_level(RecordingLevel::Counts);
+        assert_eq!(forced.recording_level(), Some(RecordingLevel::Counts));
+        forced.put(b"k", b"v").unwrap();
+        assert_eq!(forced.get(b"k").unwrap(), Some(b"v".to_vec()));
     }
 
     #[test]
