@@ -2,9 +2,8 @@
 //! numbers, keys that sort like themselves and never prefix one another, and time segments.
 
 use std::ops::Bound;
-use std::sync::Arc;
 
-use store_api::{Error, KeyValueStore, KvIter, KvPair, Result, WriteBatch};
+use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
 /// The key of a store's own bookkeeping (its stream time).
 pub(crate) const META_KEY: &[u8] = b"";
@@ -87,6 +86,19 @@ pub(crate) fn read_stream_time(store: &dyn KeyValueStore) -> Result<i64> {
     store
         .get(META_KEY)?
         .map_or(Ok(i64::MIN), |bytes| decode_ts(&bytes))
+}
+
+/// `grace_ms` as a grace period of windows or sessions.
+///
+/// # Errors
+/// `InvalidArgument` for a negative grace period.
+pub(crate) fn checked_grace(grace_ms: i64) -> Result<i64> {
+    if grace_ms < 0 {
+        return Err(Error::invalid(format!(
+            "negative grace period {grace_ms} ms"
+        )));
+    }
+    Ok(grace_ms)
 }
 
 /// Time cut into segments of `interval` milliseconds: segment `ts.div_euclid(interval)`.
@@ -172,75 +184,6 @@ impl Segments {
             batch.delete(entry?.0);
         }
         Ok(first_live)
-    }
-}
-
-/// The bounds of one range over the underlying store.
-pub(crate) type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
-
-/// Chains one range per segment, opening each only when the previous one is exhausted; an
-/// error ends the iteration.
-pub(crate) struct SegmentedIter {
-    store: Arc<dyn KeyValueStore>,
-    ranges: std::vec::IntoIter<KeyRange>,
-    backward: bool,
-    current: Option<KvIter>,
-    failed: bool,
-}
-
-impl SegmentedIter {
-    /// Iterates `ranges` in the given order, each forward or each backward.
-    pub(crate) fn new(
-        store: Arc<dyn KeyValueStore>,
-        ranges: Vec<KeyRange>,
-        backward: bool,
-    ) -> SegmentedIter {
-        SegmentedIter {
-            store,
-            ranges: ranges.into_iter(),
-            backward,
-            current: None,
-            failed: false,
-        }
-    }
-}
-
-impl Iterator for SegmentedIter {
-    type Item = Result<KvPair>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if self.failed {
-                return None;
-            }
-            if let Some(current) = &mut self.current {
-                match current.next() {
-                    Some(Err(err)) => {
-                        self.failed = true;
-                        return Some(Err(err));
-                    }
-                    Some(ok) => return Some(ok),
-                    None => self.current = None,
-                }
-            }
-            let (from, to) = self.ranges.next()?;
-            let (from, to) = (
-                from.as_ref().map(Vec::as_slice),
-                to.as_ref().map(Vec::as_slice),
-            );
-            let opened = if self.backward {
-                self.store.reverse_range(from, to)
-            } else {
-                self.store.range(from, to)
-            };
-            match opened {
-                Ok(iter) => self.current = Some(iter),
-                Err(err) => {
-                    self.failed = true;
-                    return Some(Err(err));
-                }
-            }
-        }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod conformance;
 mod layout;
 mod lru;
 pub mod metered;
+mod segmented;
 pub mod session;
 mod timestamped;
 mod typed;

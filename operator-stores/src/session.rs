@@ -26,14 +26,11 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
 use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
-use crate::layout::{
-    META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key, segment_prefix,
-};
+use crate::layout::{checked_grace, decode_ts, encode_ts, push_key, read_key, segment_prefix};
+use crate::segmented::{SegmentedStore, WriteState};
 use crate::window::{DropCounts, PutOutcome};
 
 /// A key's session: activity from `start` to `end`, both inclusive, in milliseconds.
@@ -115,12 +112,7 @@ impl SessionWindows {
     /// # Errors
     /// `InvalidArgument` for a negative grace period.
     pub fn with_grace(mut self, grace_ms: i64) -> Result<Self> {
-        if grace_ms < 0 {
-            return Err(Error::invalid(format!(
-                "negative grace period {grace_ms} ms"
-            )));
-        }
-        self.grace = grace_ms;
+        self.grace = checked_grace(grace_ms)?;
         Ok(self)
     }
 
@@ -150,12 +142,6 @@ pub enum MergeOutcome {
 /// start (backward: the reverse). An error ends it.
 pub type SessionIter = Box<dyn Iterator<Item = Result<(Session, Vec<u8>)>> + Send>;
 
-#[derive(Debug)]
-struct WriteState {
-    stream_time: i64,
-    cleaned_below: i64,
-}
-
 /// A session store over any [`KeyValueStore`]; see the [module docs](self) for its layout,
 /// costs and expiry.
 ///
@@ -177,11 +163,7 @@ struct WriteState {
 /// ```
 #[derive(Debug)]
 pub struct SessionStore {
-    store: Arc<dyn KeyValueStore>,
-    segments: Segments,
-    state: Mutex<WriteState>,
-    expired: AtomicU64,
-    late: AtomicU64,
+    base: SegmentedStore,
 }
 
 impl SessionStore {
@@ -191,37 +173,24 @@ impl SessionStore {
     /// # Errors
     /// `InvalidArgument` for a bad configuration, or a store error.
     pub fn open(store: Arc<dyn KeyValueStore>, config: SessionStoreConfig) -> Result<Self> {
-        let segments = Segments::new(config.retention_ms, config.segment_interval_ms)?;
-        let stream_time = crate::layout::read_stream_time(store.as_ref())?;
         Ok(SessionStore {
-            store,
-            segments,
-            state: Mutex::new(WriteState {
-                stream_time,
-                cleaned_below: i64::MIN,
-            }),
-            expired: AtomicU64::new(0),
-            late: AtomicU64::new(0),
+            base: SegmentedStore::open(store, config.retention_ms, config.segment_interval_ms)?,
         })
     }
 
     /// The underlying store.
     pub fn inner(&self) -> &Arc<dyn KeyValueStore> {
-        &self.store
+        &self.base.store
     }
 
     /// The latest session end put or record timestamp merged, `None` before the first.
     pub fn stream_time(&self) -> Option<i64> {
-        let time = self.state.lock().stream_time;
-        (time != i64::MIN).then_some(time)
+        self.base.stream_time()
     }
 
     /// The writes refused since the store was opened.
     pub fn dropped(&self) -> DropCounts {
-        DropCounts {
-            expired: self.expired.load(Ordering::Relaxed),
-            late: self.late.load(Ordering::Relaxed),
-        }
+        self.base.dropped()
     }
 
     /// Stores `value` for `session`, replacing the value of the same session.
@@ -229,10 +198,10 @@ impl SessionStore {
     /// # Errors
     /// `InvalidArgument` when the session starts after it ends or is oversized; a store error.
     pub fn put(&self, session: &Session, value: &[u8]) -> Result<PutOutcome> {
-        let mut state = self.state.lock();
+        let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         let outcome = self.put_locked(&mut state, &mut batch, session, value)?;
-        self.store.write(batch)?;
+        self.base.store.write(batch)?;
         Ok(outcome)
     }
 
@@ -241,8 +210,8 @@ impl SessionStore {
     /// # Errors
     /// `InvalidArgument` when the session starts after it ends; a store error.
     pub fn remove(&self, session: &Session) -> Result<()> {
-        let _state = self.state.lock();
-        self.store.delete(&self.entry_key(session)?)
+        let _state = self.base.lock();
+        self.base.store.delete(&self.entry_key(session)?)
     }
 
     /// The value of exactly `session`, or `None`, also when it expired.
@@ -250,11 +219,11 @@ impl SessionStore {
     /// # Errors
     /// `InvalidArgument` when the session starts after it ends; a store error.
     pub fn fetch_session(&self, session: &Session) -> Result<Option<Vec<u8>>> {
-        let stream_time = self.state.lock().stream_time;
-        if session.end < self.segments.min_live(stream_time) {
+        let stream_time = self.base.now();
+        if session.end < self.base.segments.min_live(stream_time) {
             return Ok(None);
         }
-        self.store.get(&self.entry_key(session)?)
+        self.base.store.get(&self.entry_key(session)?)
     }
 
     /// The sessions of `key` ending at or after `earliest_end` and starting at or before
@@ -268,7 +237,7 @@ impl SessionStore {
         earliest_end: i64,
         latest_start: i64,
     ) -> Result<SessionIter> {
-        let stream_time = self.state.lock().stream_time;
+        let stream_time = self.base.now();
         Ok(self.find(stream_time, key, earliest_end, latest_start, false))
     }
 
@@ -282,7 +251,7 @@ impl SessionStore {
         earliest_end: i64,
         latest_start: i64,
     ) -> Result<SessionIter> {
-        let stream_time = self.state.lock().stream_time;
+        let stream_time = self.base.now();
         Ok(self.find(stream_time, key, earliest_end, latest_start, true))
     }
 
@@ -303,10 +272,10 @@ impl SessionStore {
         value: &[u8],
         mut merge: impl FnMut(&[u8], &[u8]) -> Vec<u8>,
     ) -> Result<MergeOutcome> {
-        let mut state = self.state.lock();
+        let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         if ts > state.stream_time {
-            self.advance(&mut state, &mut batch, ts)?;
+            self.base.advance(&mut state, &mut batch, ts)?;
         }
         let near = self.find(
             state.stream_time,
@@ -329,8 +298,8 @@ impl SessionStore {
             absorbed.push(session);
         }
         if merged.end.saturating_add(windows.grace) < state.stream_time {
-            self.store.write(batch)?;
-            self.late.fetch_add(1, Ordering::Relaxed);
+            self.base.store.write(batch)?;
+            self.base.count_late();
             return Ok(MergeOutcome::Late);
         }
         let aggregate = match aggregate {
@@ -341,10 +310,10 @@ impl SessionStore {
             batch.delete(self.entry_key(session)?);
         }
         if let PutOutcome::Expired = self.put_locked(&mut state, &mut batch, &merged, &aggregate)? {
-            self.store.write(batch)?;
+            self.base.store.write(batch)?;
             return Ok(MergeOutcome::Late);
         }
-        self.store.write(batch)?;
+        self.base.store.write(batch)?;
         Ok(MergeOutcome::Merged {
             session: merged,
             absorbed: absorbed.len(),
@@ -361,23 +330,14 @@ impl SessionStore {
         let entry = self.entry_key(session)?;
         store_api::limits::check_entry(&entry, value)?;
         if session.end > state.stream_time {
-            self.advance(state, batch, session.end)?;
+            self.base.advance(state, batch, session.end)?;
         }
-        if session.end < self.segments.min_live(state.stream_time) {
-            self.expired.fetch_add(1, Ordering::Relaxed);
+        if session.end < self.base.segments.min_live(state.stream_time) {
+            self.base.count_expired();
             return Ok(PutOutcome::Expired);
         }
         batch.put(entry, value.to_vec());
         Ok(PutOutcome::Written(1))
-    }
-
-    fn advance(&self, state: &mut WriteState, batch: &mut WriteBatch, to: i64) -> Result<()> {
-        state.stream_time = to;
-        batch.put(META_KEY.to_vec(), encode_ts(to).to_vec());
-        state.cleaned_below =
-            self.segments
-                .expire(self.store.as_ref(), batch, state.cleaned_below, to)?;
-        Ok(())
     }
 
     fn entry_key(&self, session: &Session) -> Result<Vec<u8>> {
@@ -392,7 +352,7 @@ impl SessionStore {
 
     fn bound_key(&self, key: &[u8], end: i64, start: i64) -> Vec<u8> {
         let mut out = Vec::with_capacity(key.len() + 27);
-        out.extend_from_slice(&segment_prefix(self.segments.segment(end)));
+        out.extend_from_slice(&segment_prefix(self.base.segments.segment(end)));
         push_key(&mut out, key);
         out.extend_from_slice(&encode_ts(end));
         out.extend_from_slice(&encode_ts(start));
@@ -407,19 +367,14 @@ impl SessionStore {
         latest_start: i64,
         backward: bool,
     ) -> SessionIter {
-        let from = earliest_end.max(self.segments.min_live(stream_time));
-        let mut ranges = Vec::new();
-        for segment in self.segments.live_overlapping(stream_time, from, i64::MAX) {
-            let first = segment.saturating_mul(self.segments.interval);
-            let last = first.saturating_add(self.segments.interval - 1);
-            let low = self.bound_key(key, from.max(first), i64::MIN);
-            let high = self.bound_key(key, last, i64::MAX);
-            ranges.push((Bound::Included(low), Bound::Included(high)));
-        }
-        if backward {
-            ranges.reverse();
-        }
-        let iter = SegmentedIter::new(Arc::clone(&self.store), ranges, backward);
+        let from = earliest_end.max(self.base.segments.min_live(stream_time));
+        let iter = self
+            .base
+            .scan(stream_time, (from, i64::MAX), backward, |_, first, last| {
+                let low = self.bound_key(key, from.max(first), i64::MIN);
+                let high = self.bound_key(key, last, i64::MAX);
+                (Bound::Included(low), Bound::Included(high))
+            });
         Box::new(iter.filter_map(move |item| {
             let decoded = item.and_then(|(entry, value)| Ok((decode_entry(&entry)?, value)));
             match decoded {

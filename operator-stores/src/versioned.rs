@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use store_api::{Error, KeyValueStore, Result, WriteBatch};
+use store_api::{Error, KeyValueStore, KvIter, Result, WriteBatch};
 
 use crate::layout::{META_KEY, decode_ts, encode_ts, push_key, read_stream_time};
 use crate::window::PutOutcome;
@@ -282,31 +282,30 @@ impl VersionedStore {
 
     /// The latest version of `key` at or before `ts`.
     fn floor(&self, key: &[u8], ts: i64) -> Result<Option<Version>> {
-        let low = version_key(key, i64::MIN);
-        let high = version_key(key, ts);
-        let found = self
-            .store
-            .reverse_range(Bound::Included(&low), Bound::Included(&high))?
-            .next()
-            .transpose()?;
-        found
-            .map(|(entry, value)| decode_version(&entry, &value))
-            .transpose()
+        let (low, high) = (version_key(key, i64::MIN), version_key(key, ts));
+        first_version(
+            self.store
+                .reverse_range(Bound::Included(&low), Bound::Included(&high))?,
+        )
     }
 
     /// The earliest version of `key` after `ts`.
     fn after(&self, key: &[u8], ts: i64) -> Result<Option<Version>> {
-        let low = version_key(key, ts);
-        let high = version_key(key, i64::MAX);
-        let found = self
-            .store
-            .range(Bound::Excluded(&low), Bound::Included(&high))?
-            .next()
-            .transpose()?;
-        found
-            .map(|(entry, value)| decode_version(&entry, &value))
-            .transpose()
+        let (low, high) = (version_key(key, ts), version_key(key, i64::MAX));
+        first_version(
+            self.store
+                .range(Bound::Excluded(&low), Bound::Included(&high))?,
+        )
     }
+}
+
+/// The first version a scan of version keys yields.
+fn first_version(mut versions: KvIter) -> Result<Option<Version>> {
+    versions
+        .next()
+        .transpose()?
+        .map(|(entry, value)| decode_version(&entry, &value))
+        .transpose()
 }
 
 fn version_key(key: &[u8], ts: i64) -> Vec<u8> {

@@ -34,14 +34,11 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
 use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
-use crate::layout::{
-    META_KEY, SegmentedIter, Segments, decode_ts, encode_ts, push_key, read_key, segment_prefix,
-};
+use crate::layout::{checked_grace, decode_ts, encode_ts, push_key, read_key, segment_prefix};
+use crate::segmented::{SegmentedStore, WriteState};
 
 /// Options of a [`WindowStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,12 +157,7 @@ impl TimeWindows {
     /// # Errors
     /// `InvalidArgument` for a negative grace period.
     pub fn with_grace(mut self, grace_ms: i64) -> Result<Self> {
-        if grace_ms < 0 {
-            return Err(Error::invalid(format!(
-                "negative grace period {grace_ms} ms"
-            )));
-        }
-        self.grace = grace_ms;
+        self.grace = checked_grace(grace_ms)?;
         Ok(self)
     }
 
@@ -200,14 +192,6 @@ impl TimeWindows {
     }
 }
 
-/// Mutable state, behind one lock so that writes are serialized.
-#[derive(Debug)]
-struct WriteState {
-    stream_time: i64,
-    /// No entry lives in a segment below this one.
-    cleaned_below: i64,
-}
-
 /// A window store over any [`KeyValueStore`]; see the [module docs](self) for its layout,
 /// costs and expiry.
 ///
@@ -225,12 +209,8 @@ struct WriteState {
 /// ```
 #[derive(Debug)]
 pub struct WindowStore {
-    store: Arc<dyn KeyValueStore>,
-    segments: Segments,
+    base: SegmentedStore,
     retain_duplicates: bool,
-    state: Mutex<WriteState>,
-    expired: AtomicU64,
-    late: AtomicU64,
 }
 
 impl WindowStore {
@@ -241,38 +221,25 @@ impl WindowStore {
     /// # Errors
     /// `InvalidArgument` for a bad configuration (see [`WindowStoreConfig`]), or a store error.
     pub fn open(store: Arc<dyn KeyValueStore>, config: WindowStoreConfig) -> Result<Self> {
-        let segments = Segments::new(config.retention_ms, config.segment_interval_ms)?;
-        let stream_time = crate::layout::read_stream_time(store.as_ref())?;
         Ok(WindowStore {
-            store,
-            segments,
+            base: SegmentedStore::open(store, config.retention_ms, config.segment_interval_ms)?,
             retain_duplicates: config.retain_duplicates,
-            state: Mutex::new(WriteState {
-                stream_time,
-                cleaned_below: i64::MIN,
-            }),
-            expired: AtomicU64::new(0),
-            late: AtomicU64::new(0),
         })
     }
 
     /// The underlying store.
     pub fn inner(&self) -> &Arc<dyn KeyValueStore> {
-        &self.store
+        &self.base.store
     }
 
     /// The latest window start put or record timestamp aggregated, `None` before the first.
     pub fn stream_time(&self) -> Option<i64> {
-        let time = self.state.lock().stream_time;
-        (time != i64::MIN).then_some(time)
+        self.base.stream_time()
     }
 
     /// The writes refused since the store was opened.
     pub fn dropped(&self) -> DropCounts {
-        DropCounts {
-            expired: self.expired.load(Ordering::Relaxed),
-            late: self.late.load(Ordering::Relaxed),
-        }
+        self.base.dropped()
     }
 
     /// Stores `value` for `key` in the window starting at `window_start`, replacing the value
@@ -282,10 +249,10 @@ impl WindowStore {
     /// # Errors
     /// `InvalidArgument` for an oversized key or value, or a store error.
     pub fn put(&self, key: &[u8], value: &[u8], window_start: i64) -> Result<PutOutcome> {
-        let mut state = self.state.lock();
+        let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         let outcome = self.put_locked(&mut state, &mut batch, key, value, window_start)?;
-        self.store.write(batch)?;
+        self.base.store.write(batch)?;
         Ok(outcome)
     }
 
@@ -294,16 +261,17 @@ impl WindowStore {
     /// # Errors
     /// A store error.
     pub fn remove(&self, key: &[u8], window_start: i64) -> Result<()> {
-        let _state = self.state.lock();
+        let _state = self.base.lock();
         let mut batch = WriteBatch::new();
         let (from, to) = self.window_bounds(key, window_start, window_start);
         for entry in self
+            .base
             .store
             .range(Bound::Included(&from), Bound::Included(&to))?
         {
             batch.delete(entry?.0);
         }
-        self.store.write(batch)
+        self.base.store.write(batch)
     }
 
     /// The value of `key` in the window starting at `window_start` (the first one when
@@ -312,7 +280,7 @@ impl WindowStore {
     /// # Errors
     /// A store error.
     pub fn fetch_window(&self, key: &[u8], window_start: i64) -> Result<Option<Vec<u8>>> {
-        let stream_time = self.state.lock().stream_time;
+        let stream_time = self.base.now();
         self.window_at(stream_time, key, window_start)
     }
 
@@ -328,7 +296,7 @@ impl WindowStore {
     /// # Errors
     /// A store error, now or as an item.
     pub fn fetch(&self, key: &[u8], time_from: i64, time_to: i64) -> Result<WindowFetchIter> {
-        let stream_time = self.state.lock().stream_time;
+        let stream_time = self.base.now();
         self.fetch_key(stream_time, key, (time_from, time_to), false)
     }
 
@@ -342,7 +310,7 @@ impl WindowStore {
         time_from: i64,
         time_to: i64,
     ) -> Result<WindowFetchIter> {
-        let stream_time = self.state.lock().stream_time;
+        let stream_time = self.base.now();
         self.fetch_key(stream_time, key, (time_from, time_to), true)
     }
 
@@ -383,10 +351,10 @@ impl WindowStore {
                 "aggregate on a window store that retains duplicates".into(),
             ));
         }
-        let mut state = self.state.lock();
+        let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         if ts > state.stream_time {
-            self.advance(&mut state, &mut batch, ts)?;
+            self.base.advance(&mut state, &mut batch, ts)?;
         }
         let now = state.stream_time;
         let mut written = 0;
@@ -402,9 +370,9 @@ impl WindowStore {
                 written += 1;
             }
         }
-        self.store.write(batch)?;
+        self.base.store.write(batch)?;
         if written == 0 {
-            self.late.fetch_add(1, Ordering::Relaxed);
+            self.base.count_late();
             return Ok(PutOutcome::Late);
         }
         Ok(PutOutcome::Written(written))
@@ -421,10 +389,10 @@ impl WindowStore {
     ) -> Result<PutOutcome> {
         store_api::limits::check_value(value)?;
         if window_start > state.stream_time {
-            self.advance(state, batch, window_start)?;
+            self.base.advance(state, batch, window_start)?;
         }
-        if window_start < self.segments.min_live(state.stream_time) {
-            self.expired.fetch_add(1, Ordering::Relaxed);
+        if window_start < self.base.segments.min_live(state.stream_time) {
+            self.base.count_expired();
             return Ok(PutOutcome::Expired);
         }
         let seq = if self.retain_duplicates {
@@ -439,21 +407,12 @@ impl WindowStore {
         Ok(PutOutcome::Written(1))
     }
 
-    /// Moves the stream time to `to`, persisting it and expiring segments, into `batch`.
-    fn advance(&self, state: &mut WriteState, batch: &mut WriteBatch, to: i64) -> Result<()> {
-        state.stream_time = to;
-        batch.put(META_KEY.to_vec(), encode_ts(to).to_vec());
-        state.cleaned_below =
-            self.segments
-                .expire(self.store.as_ref(), batch, state.cleaned_below, to)?;
-        Ok(())
-    }
-
     /// One past the highest sequence number stored for this window (read from the store, so
     /// it survives restarts).
     fn next_seq(&self, key: &[u8], window_start: i64) -> Result<u32> {
         let (from, to) = self.window_bounds(key, window_start, window_start);
         let last = self
+            .base
             .store
             .reverse_range(Bound::Included(&from), Bound::Included(&to))?
             .next()
@@ -475,7 +434,7 @@ impl WindowStore {
     /// `segment | key | start`, the entry key without its sequence number.
     fn window_prefix(&self, key: &[u8], start: i64) -> Vec<u8> {
         let mut out = Vec::with_capacity(key.len() + 23);
-        out.extend_from_slice(&segment_prefix(self.segments.segment(start)));
+        out.extend_from_slice(&segment_prefix(self.base.segments.segment(start)));
         push_key(&mut out, key);
         out.extend_from_slice(&encode_ts(start));
         out
@@ -498,18 +457,13 @@ impl WindowStore {
         (time_from, time_to): (i64, i64),
         backward: bool,
     ) -> Result<WindowFetchIter> {
-        let from = time_from.max(self.segments.min_live(stream_time));
-        let mut ranges = Vec::new();
-        for segment in self.segments.live_overlapping(stream_time, from, time_to) {
-            let first = segment.saturating_mul(self.segments.interval);
-            let last = first.saturating_add(self.segments.interval - 1);
-            let (low, high) = self.window_bounds(key, from.max(first), time_to.min(last));
-            ranges.push((Bound::Included(low), Bound::Included(high)));
-        }
-        if backward {
-            ranges.reverse();
-        }
-        let iter = SegmentedIter::new(Arc::clone(&self.store), ranges, backward);
+        let from = time_from.max(self.base.segments.min_live(stream_time));
+        let iter = self
+            .base
+            .scan(stream_time, (from, time_to), backward, |_, first, last| {
+                let (low, high) = self.window_bounds(key, from.max(first), time_to.min(last));
+                (Bound::Included(low), Bound::Included(high))
+            });
         Ok(Box::new(iter.map(|item| {
             let (entry, value) = item?;
             Ok((decode_entry(&entry)?.1, value))
@@ -517,21 +471,13 @@ impl WindowStore {
     }
 
     fn fetch_every(&self, time_from: i64, time_to: i64, backward: bool) -> Result<WindowEntryIter> {
-        let stream_time = self.state.lock().stream_time;
-        let from = time_from.max(self.segments.min_live(stream_time));
-        let mut ranges: Vec<_> = self
-            .segments
-            .live_overlapping(stream_time, from, time_to)
-            .into_iter()
-            .map(|segment| {
-                let (low, high) = store_api::bounds::prefix_bounds(&segment_prefix(segment));
-                (low, high)
-            })
-            .collect();
-        if backward {
-            ranges.reverse();
-        }
-        let iter = SegmentedIter::new(Arc::clone(&self.store), ranges, backward);
+        let stream_time = self.base.now();
+        let from = time_from.max(self.base.segments.min_live(stream_time));
+        let iter = self
+            .base
+            .scan(stream_time, (from, time_to), backward, |segment, _, _| {
+                store_api::bounds::prefix_bounds(&segment_prefix(segment))
+            });
         Ok(Box::new(iter.filter_map(move |item| {
             let decoded = item.and_then(|(entry, value)| {
                 let (key, start) = decode_entry(&entry)?;

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use proptest::collection::vec;
 use proptest::prelude::{Just, Strategy, prop_oneof};
 use proptest::sample::select;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use statestore_changelog::Changelog;
 use store_api::{BatchOp, KeyValueStore, WriteBatch};
 
-use super::{Mode, OperatorFixture, StoreFactory, proptest_cases};
+use super::support::{fail, run_model};
+use super::{Mode, OperatorFixture, StoreFactory};
 use crate::LruStore;
 
 const CAPACITY: usize = 3;
@@ -98,10 +99,6 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Commit),
         1 => Just(Op::Reopen),
     ]
-}
-
-fn fail(what: impl Debug) -> TestCaseError {
-    TestCaseError::fail(format!("{what:?}"))
 }
 
 fn open(fx: &OperatorFixture<'_>) -> LruStore {
@@ -190,13 +187,7 @@ fn step(
 /// `get` and `put_if_absent`, the exact length, and the same after a reopen or a restore
 /// (where recency restarts in key order).
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
-    let config = Config {
-        cases: proptest_cases(),
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let result = runner.run(&vec(op(), 1..40), |ops| {
+    run_model("LRU store", mode, vec(op(), 1..40), |ops| {
         let mut fx = OperatorFixture::new(factory, mode);
         let mut lru = Some(open(&fx));
         let mut model = Model::default();
@@ -205,9 +196,6 @@ pub fn model(factory: &dyn StoreFactory, mode: Mode) {
         }
         Ok(())
     });
-    if let Err(err) = result {
-        panic!("LRU store diverged from the model ({mode:?}): {err}");
-    }
 }
 
 /// Filling past the capacity evicts the oldest write, and overwriting refreshes a key.

@@ -34,6 +34,7 @@ pub mod versioned;
 pub mod window;
 
 mod fixture;
+mod support;
 
 pub use fixture::{Mode, OperatorFixture};
 

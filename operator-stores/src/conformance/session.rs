@@ -6,10 +6,11 @@ use std::fmt::Debug;
 use proptest::collection::vec;
 use proptest::prelude::{Just, Strategy, prop_oneof};
 use proptest::sample::select;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use store_api::ErrorKind;
 
-use super::{Mode, OperatorFixture, StoreFactory, proptest_cases};
+use super::support::{check, collect, fail, run_model};
+use super::{Mode, OperatorFixture, StoreFactory};
 use crate::session::{MergeOutcome, Session, SessionStore, SessionStoreConfig, SessionWindows};
 use crate::window::{DropCounts, PutOutcome};
 
@@ -155,27 +156,6 @@ impl Model {
     }
 }
 
-fn fail(what: impl Debug) -> TestCaseError {
-    TestCaseError::fail(format!("{what:?}"))
-}
-
-fn check<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), TestCaseError> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(fail(format!("{what}: got {got:?}, want {want:?}")))
-    }
-}
-
-fn collect(
-    store: store_api::Result<crate::session::SessionIter>,
-) -> Result<Vec<(Session, Vec<u8>)>, TestCaseError> {
-    store
-        .map_err(fail)?
-        .map(|item| item.map_err(fail))
-        .collect()
-}
-
 fn open(fx: &OperatorFixture<'_>) -> SessionStore {
     SessionStore::open(fx.store(), config())
         .unwrap_or_else(|err| panic!("opening the session store failed: {err}"))
@@ -236,8 +216,7 @@ fn step(
 
 /// Random puts, removes, merges, finds, commits and reopens against a `BTreeMap` model.
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
-    let mut runner = TestRunner::new(Config::with_cases(proptest_cases()));
-    let result = runner.run(&vec(op(), 1..60), |ops| {
+    run_model("session store", mode, vec(op(), 1..60), |ops| {
         let mut fx = OperatorFixture::new(factory, mode);
         let mut store = open(&fx);
         let mut model = Model::default();
@@ -254,9 +233,6 @@ pub fn model(factory: &dyn StoreFactory, mode: Mode) {
         }
         check("dropped", store.dropped(), model.dropped)
     });
-    if let Err(err) = result {
-        panic!("session store model test failed: {err}");
-    }
 }
 
 fn merged(outcome: store_api::Result<MergeOutcome>) -> MergeOutcome {

@@ -7,10 +7,11 @@ use std::ops::Bound;
 use proptest::collection::vec;
 use proptest::prelude::{Just, Strategy, prop_oneof};
 use proptest::sample::select;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use store_api::ErrorKind;
 
-use super::{Mode, OperatorFixture, StoreFactory, proptest_cases};
+use super::support::{check, collect, fail, run_model};
+use super::{Mode, OperatorFixture, StoreFactory};
 use crate::{Json, TimestampedStore, TypedStore, ValueAndTimestamp};
 
 /// The key of the model test: a string and a signed integer, so order depends on escaping,
@@ -68,18 +69,6 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn fail(what: impl Debug) -> TestCaseError {
-    TestCaseError::fail(format!("{what:?}"))
-}
-
-fn check<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), TestCaseError> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(fail(format!("{what}: got {got:?}, want {want:?}")))
-    }
-}
-
 fn in_bounds(key: &Key, from: &Bound<Key>, to: &Bound<Key>) -> bool {
     let after_from = match from {
         Bound::Included(from) => key >= from,
@@ -92,12 +81,6 @@ fn in_bounds(key: &Key, from: &Bound<Key>, to: &Bound<Key>) -> bool {
         Bound::Unbounded => true,
     };
     after_from && before_to
-}
-
-fn collect(
-    iter: store_api::Result<crate::TypedIter<Key, u32, crate::OrderedKeys, crate::Postcard>>,
-) -> Result<Vec<(Key, u32)>, TestCaseError> {
-    iter.map_err(fail)?.map(|item| item.map_err(fail)).collect()
 }
 
 /// Applies one operation to the store and the model, checking every answer.
@@ -178,13 +161,7 @@ fn step(fx: &mut OperatorFixture<'_>, model: &mut Model, op: &Op) -> Result<(), 
 /// typed keys: answers, the order of ranges (the logical order of `(String, i32)`), the old
 /// values returned, and everything again after reopening or restoring from the changelog.
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
-    let config = Config {
-        cases: proptest_cases(),
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let result = runner.run(&vec(op(), 1..40), |ops| {
+    run_model("typed store", mode, vec(op(), 1..40), |ops| {
         let mut fx = OperatorFixture::new(factory, mode);
         let mut model = Model::new();
         for op in &ops {
@@ -192,9 +169,6 @@ pub fn model(factory: &dyn StoreFactory, mode: Mode) {
         }
         Ok(())
     });
-    if let Err(err) = result {
-        panic!("typed store diverged from the model ({mode:?}): {err}");
-    }
 }
 
 /// Typed scans follow the logical order of integers, strings with 0x00 and 0x01 inside,

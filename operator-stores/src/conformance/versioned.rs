@@ -6,9 +6,10 @@ use std::fmt::Debug;
 use proptest::collection::vec;
 use proptest::prelude::{Just, Strategy, prop_oneof};
 use proptest::sample::select;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
-use super::{Mode, OperatorFixture, StoreFactory, proptest_cases};
+use super::support::{check, fail, run_model};
+use super::{Mode, OperatorFixture, StoreFactory};
 use crate::versioned::{VersionedRecord, VersionedStore};
 use crate::window::PutOutcome;
 
@@ -102,18 +103,6 @@ impl Model {
     }
 }
 
-fn fail(what: impl Debug) -> TestCaseError {
-    TestCaseError::fail(format!("{what:?}"))
-}
-
-fn check<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), TestCaseError> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(fail(format!("{what}: got {got:?}, want {want:?}")))
-    }
-}
-
 fn open(fx: &OperatorFixture<'_>) -> VersionedStore {
     VersionedStore::open(fx.store(), RETENTION)
         .unwrap_or_else(|err| panic!("opening the versioned store failed: {err}"))
@@ -156,8 +145,7 @@ fn step(
 /// Random out-of-order puts and deletes, gets, reads as of a time, commits and reopens
 /// against a model that keeps every version: cleaning must never change an answer.
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
-    let mut runner = TestRunner::new(Config::with_cases(proptest_cases()));
-    let result = runner.run(&vec(op(), 1..50), |ops| {
+    run_model("versioned store", mode, vec(op(), 1..50), |ops| {
         let mut fx = OperatorFixture::new(factory, mode);
         let mut store = open(&fx);
         let mut model = Model::default();
@@ -178,9 +166,6 @@ pub fn model(factory: &dyn StoreFactory, mode: Mode) {
         }
         check("expired", store.expired_writes(), model.expired)
     });
-    if let Err(err) = result {
-        panic!("versioned store model test failed: {err}");
-    }
 }
 
 fn put(store: &VersionedStore, key: &[u8], value: &[u8], ts: i64) {

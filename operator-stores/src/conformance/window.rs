@@ -6,10 +6,11 @@ use std::fmt::Debug;
 use proptest::collection::vec;
 use proptest::prelude::{Just, Strategy, prop_oneof};
 use proptest::sample::select;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use store_api::{ErrorKind, KeyValueStore};
 
-use super::{Mode, OperatorFixture, StoreFactory, proptest_cases};
+use super::support::{check, collect, fail, run_model};
+use super::{Mode, OperatorFixture, StoreFactory};
 use crate::window::{
     DropCounts, PutOutcome, TimeWindows, WindowEntry, WindowStore, WindowStoreConfig,
 };
@@ -180,24 +181,6 @@ impl Model {
     }
 }
 
-fn fail(what: impl Debug) -> TestCaseError {
-    TestCaseError::fail(format!("{what:?}"))
-}
-
-fn check<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), TestCaseError> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(fail(format!("{what}: got {got:?}, want {want:?}")))
-    }
-}
-
-fn collect<T>(
-    iter: store_api::Result<Box<dyn Iterator<Item = store_api::Result<T>> + Send>>,
-) -> Result<Vec<T>, TestCaseError> {
-    iter.map_err(fail)?.map(|item| item.map_err(fail)).collect()
-}
-
 fn open(fx: &OperatorFixture<'_>, retain_duplicates: bool) -> WindowStore {
     WindowStore::open(fx.store(), config(retain_duplicates))
         .unwrap_or_else(|err| panic!("opening the window store failed: {err}"))
@@ -279,29 +262,30 @@ fn reopened(fx: &mut OperatorFixture<'_>, store: WindowStore, retain: bool) -> W
 /// model, with and without retained duplicates: same answers, same stream time, same drop
 /// counts.
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
-    let mut runner = TestRunner::new(Config::with_cases(proptest_cases()));
     let strategy = (proptest::bool::weighted(0.3), vec(op(), 1..60));
-    let result = runner.run(&strategy, |(retain_duplicates, ops)| {
-        let mut fx = OperatorFixture::new(factory, mode);
-        let mut store = open(&fx, retain_duplicates);
-        let mut model = Model {
-            retain_duplicates,
-            ..Model::default()
-        };
-        for op in &ops {
-            if let Op::Reopen = op {
-                check("dropped before reopen", store.dropped(), model.dropped)?;
-                store = reopened(&mut fx, store, retain_duplicates);
-                model.dropped = DropCounts::default();
-            } else {
-                step(&fx, &store, &mut model, op)?;
+    run_model(
+        "window store",
+        mode,
+        strategy,
+        |(retain_duplicates, ops)| {
+            let mut fx = OperatorFixture::new(factory, mode);
+            let mut store = open(&fx, retain_duplicates);
+            let mut model = Model {
+                retain_duplicates,
+                ..Model::default()
+            };
+            for op in &ops {
+                if let Op::Reopen = op {
+                    check("dropped before reopen", store.dropped(), model.dropped)?;
+                    store = reopened(&mut fx, store, retain_duplicates);
+                    model.dropped = DropCounts::default();
+                } else {
+                    step(&fx, &store, &mut model, op)?;
+                }
             }
-        }
-        check("dropped", store.dropped(), model.dropped)
-    });
-    if let Err(err) = result {
-        panic!("window store model test failed: {err}");
-    }
+            check("dropped", store.dropped(), model.dropped)
+        },
+    );
 }
 
 fn written(outcome: store_api::Result<PutOutcome>) -> PutOutcome {

@@ -1,0 +1,191 @@
+//! What the window and session stores share: an underlying store cut into time segments, a
+//! stream time behind the write lock that expires whole segments as it moves, counts of
+//! refused writes, and scans of one range per live segment.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+use store_api::{KeyValueStore, KvIter, KvPair, Result, WriteBatch};
+
+use crate::layout::{META_KEY, Segments, encode_ts, read_stream_time};
+use crate::window::DropCounts;
+
+/// Mutable state, behind one lock so that writes are serialized.
+#[derive(Debug)]
+pub(crate) struct WriteState {
+    /// The latest time written, `i64::MIN` before the first.
+    pub(crate) stream_time: i64,
+    /// No entry lives in a segment below this one.
+    cleaned_below: i64,
+}
+
+/// A segmented store's bookkeeping over its underlying store.
+#[derive(Debug)]
+pub(crate) struct SegmentedStore {
+    pub(crate) store: Arc<dyn KeyValueStore>,
+    pub(crate) segments: Segments,
+    state: Mutex<WriteState>,
+    expired: AtomicU64,
+    late: AtomicU64,
+}
+
+impl SegmentedStore {
+    /// Checks the configuration and reads the persisted stream time back from `store`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad retention or interval, or a store error.
+    pub(crate) fn open(
+        store: Arc<dyn KeyValueStore>,
+        retention: i64,
+        interval: i64,
+    ) -> Result<Self> {
+        let segments = Segments::new(retention, interval)?;
+        let stream_time = read_stream_time(store.as_ref())?;
+        Ok(SegmentedStore {
+            store,
+            segments,
+            state: Mutex::new(WriteState {
+                stream_time,
+                cleaned_below: i64::MIN,
+            }),
+            expired: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+        })
+    }
+
+    /// Takes the write lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, WriteState> {
+        self.state.lock()
+    }
+
+    /// The stream time now, `i64::MIN` before the first write.
+    pub(crate) fn now(&self) -> i64 {
+        self.state.lock().stream_time
+    }
+
+    /// The stream time, `None` before the first write.
+    pub(crate) fn stream_time(&self) -> Option<i64> {
+        let time = self.now();
+        (time != i64::MIN).then_some(time)
+    }
+
+    /// The writes refused since the store was opened.
+    pub(crate) fn dropped(&self) -> DropCounts {
+        DropCounts {
+            expired: self.expired.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn count_expired(&self) {
+        self.expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_late(&self) {
+        self.late.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Moves the stream time to `to`, persisting it and expiring segments, into `batch`.
+    ///
+    /// # Errors
+    /// A store error while reading the expired segments.
+    pub(crate) fn advance(
+        &self,
+        state: &mut WriteState,
+        batch: &mut WriteBatch,
+        to: i64,
+    ) -> Result<()> {
+        state.stream_time = to;
+        batch.put(META_KEY.to_vec(), encode_ts(to).to_vec());
+        state.cleaned_below =
+            self.segments
+                .expire(self.store.as_ref(), batch, state.cleaned_below, to)?;
+        Ok(())
+    }
+
+    /// Chains one range per segment live at `stream_time` that overlaps `[from, to]`, oldest
+    /// first (newest first and each range backward when `backward`). `bounds(segment, first,
+    /// last)` gives a segment's range from the first and last timestamps it covers.
+    pub(crate) fn scan(
+        &self,
+        stream_time: i64,
+        (from, to): (i64, i64),
+        backward: bool,
+        mut bounds: impl FnMut(i64, i64, i64) -> KeyRange,
+    ) -> SegmentedIter {
+        let interval = self.segments.interval;
+        let mut ranges: Vec<KeyRange> = self
+            .segments
+            .live_overlapping(stream_time, from, to)
+            .into_iter()
+            .map(|segment| {
+                let first = segment.saturating_mul(interval);
+                bounds(segment, first, first.saturating_add(interval - 1))
+            })
+            .collect();
+        if backward {
+            ranges.reverse();
+        }
+        SegmentedIter {
+            store: Arc::clone(&self.store),
+            ranges: ranges.into_iter(),
+            backward,
+            current: None,
+            failed: false,
+        }
+    }
+}
+
+/// The bounds of one range over the underlying store.
+pub(crate) type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// Chains one range per segment, opening each only when the previous one is exhausted; an
+/// error ends the iteration.
+pub(crate) struct SegmentedIter {
+    store: Arc<dyn KeyValueStore>,
+    ranges: std::vec::IntoIter<KeyRange>,
+    backward: bool,
+    current: Option<KvIter>,
+    failed: bool,
+}
+
+impl Iterator for SegmentedIter {
+    type Item = Result<KvPair>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(current) = &mut self.current {
+                match current.next() {
+                    Some(Err(err)) => {
+                        self.failed = true;
+                        return Some(Err(err));
+                    }
+                    Some(ok) => return Some(ok),
+                    None => self.current = None,
+                }
+            }
+            let (from, to) = self.ranges.next()?;
+            let (from, to) = (
+                from.as_ref().map(Vec::as_slice),
+                to.as_ref().map(Vec::as_slice),
+            );
+            let opened = if self.backward {
+                self.store.reverse_range(from, to)
+            } else {
+                self.store.range(from, to)
+            };
+            match opened {
+                Ok(iter) => self.current = Some(iter),
+                Err(err) => {
+                    self.failed = true;
+                    return Some(Err(err));
+                }
+            }
+        }
+    }
+}
