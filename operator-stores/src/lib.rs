@@ -12,10 +12,10 @@
 //! - [`MeteredStore`]: exact per-operation counts and sampled latencies through the `metrics`
 //!   facade, nothing at all without a recorder.
 //! - [`window`], [`session`], [`versioned`]: window, session and versioned stores, expiring by
-//!   segments.
+//!   time: whole segments for the first two, a cleanup index of dead versions for the third.
 //!
-//! With the `conformance` feature, [`conformance`] holds the suites of each store type and
-//! [`operator_suite!`] runs them on a backend, plain and logged.
+//! With the `conformance` feature, `conformance` holds the suites of each store type and
+//! `operator_suite!` runs them on a backend, plain and logged.
 
 mod codec;
 #[cfg(feature = "conformance")]

@@ -15,13 +15,14 @@ use store_api::{BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result, Wri
 /// also deletes the least recently used entries. A `get` that finds its key, a `put` and a
 /// `put_if_absent` count as uses; scans do not (a scan would otherwise reorder everything).
 ///
-/// # Layout, costs and logging
+/// # Layout, costs, eviction and logging
 /// The entries live in the wrapped store, under their own keys, unchanged: ranges and prefix
 /// scans are the wrapped store's, with their costs. Recency lives beside it, in memory: a hash
 /// map and an ordered map of use ticks, so a `get`, `put` or eviction adds O(log n) work and
 /// about two copies of each key in memory. Every write and the evictions it causes reach the
 /// wrapped store as **one** `WriteBatch` (the write, then a delete per evicted key), so the
-/// bound holds at every moment and is atomic with the write.
+/// bound holds at every moment and is atomic with the write. Eviction by count is the only
+/// expiry: nothing leaves by age.
 ///
 /// For the in-memory LRU store of Kafka Streams, wrap a `MemoryStore`; to make it durable,
 /// wrap a `LoggedStore` over one: evictions are then ordinary deletes in the changelog, in the

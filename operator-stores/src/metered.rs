@@ -149,6 +149,9 @@ fn recorder_installed() -> bool {
 /// made while no recorder is installed records nothing (its handles would be the facade's
 /// no-ops), so it costs one branch per call and no clock read.
 ///
+/// Layout, range costs and expiry are the wrapped store's; a scan's latency runs from the call
+/// to the drop of its iterator.
+///
 /// Overhead on a `get` of a present key, from the criterion bench
 /// `operator-stores/benches/metered.rs`, is in the README's operator-stores section.
 ///

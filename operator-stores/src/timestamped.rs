@@ -62,6 +62,10 @@ impl<V, VC: ValueCodec<V>> ValueCodec<ValueAndTimestamp<V>> for Timestamped<VC> 
 /// compare the stored timestamp with the record's (see
 /// [`put_if_newer`](TypedStore::put_if_newer)).
 ///
+/// # Expiry
+/// None, as for [`TypedStore`]: the timestamp records when the value was written, it is not a
+/// time to live.
+///
 /// ```
 /// use std::sync::Arc;
 /// use statestore_memory::{Config, MemoryStore};

@@ -25,6 +25,11 @@ type Types<K, V, KC, VC> = PhantomData<fn() -> (K, V, KC, VC)>;
 /// The view holds no state of its own: several views may share one store, and the store's
 /// guarantees (atomic batches, logging by a `LoggedStore`) carry over unchanged.
 ///
+/// # Expiry
+/// None: an entry stays until it is deleted. State that must age out belongs in a
+/// [window](crate::window), [session](crate::session) or [versioned](crate::versioned) store,
+/// which expire by time, or over an [`LruStore`](crate::LruStore), which bounds the count.
+///
 /// ```
 /// use std::sync::Arc;
 /// use statestore_memory::{Config, MemoryStore};
