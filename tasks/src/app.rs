@@ -1,24 +1,24 @@
 //! [`Application`]: one instance of a partitioned application, and its processing loop.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use statestore_changelog::{NoopRestoreListener, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
-use crate::group::{GroupContext, Shared, commit_group};
-use crate::standby::{
-    Member, Standby, Standbys, decode_assignment, every_other_task, standby_tasks,
-};
+use crate::group::{GroupContext, Shared, commit_group, partition_id};
+use crate::members;
+use crate::standby::{Standby, Standbys, standby_tasks};
 use crate::store::TaskStore;
 use crate::task::Task;
 use crate::topics::{self, convert};
@@ -28,8 +28,13 @@ use crate::{TaskEvent, TaskEventKind};
 /// otherwise. tansu 0.6 sleeps for half of it after every fetch, even one that found records.
 const FETCH_WAIT_MS: &str = "20";
 
-/// How often standby copies read the group's assignment and catch up with their changelogs.
-const STANDBY_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the group's assignment is read: standby copies follow it and catch up with their
+/// changelogs, and a stale assignment is noticed.
+const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest the group-list request is left alone after it failed (tansu 0.6 on SQLite
+/// fails every `DescribeGroups` and closes the connection, which the group's heartbeats share).
+const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
 
 /// One input record and the task it belongs to, handed to the processor.
 pub struct ProcessorContext<'a> {
@@ -117,7 +122,15 @@ pub struct Application {
     outputs: Vec<Output>,
     last_commit: Instant,
     last_cleanup: Instant,
-    last_standby: Instant,
+    last_group_check: Instant,
+    /// The wait before the next `DescribeGroups`, doubled after each failure.
+    describe_backoff: Duration,
+    last_progress_check: Instant,
+    /// The group offset of each partition owned elsewhere and lagging, and since when it has
+    /// not moved.
+    progress: BTreeMap<u32, (Offset, Instant)>,
+    /// The rebalance count when `progress` was started.
+    progress_since: u64,
     closed: bool,
 }
 
@@ -160,6 +173,7 @@ impl Application {
             listener: Mutex::new(listener),
             standbys: Mutex::new(Standbys::new()),
             client_id: unique_client_id(&config.application_id),
+            rebalances: AtomicU64::new(0),
             config,
         });
         let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -184,7 +198,11 @@ impl Application {
             outputs: Vec::new(),
             last_commit: Instant::now(),
             last_cleanup: Instant::now(),
-            last_standby: Instant::now(),
+            last_group_check: Instant::now(),
+            describe_backoff: GROUP_CHECK_INTERVAL,
+            last_progress_check: Instant::now(),
+            progress: BTreeMap::new(),
+            progress_since: 0,
             closed: false,
         })
     }
@@ -256,10 +274,14 @@ impl Application {
             self.commit()?;
         }
         if self.shared.config.num_standby_replicas > 0
-            && self.last_standby.elapsed() >= STANDBY_INTERVAL
+            && self.last_group_check.elapsed() >= self.describe_backoff
         {
             self.maintain_standbys()?;
-            self.last_standby = Instant::now();
+            self.last_group_check = Instant::now();
+        }
+        if self.last_progress_check.elapsed() >= self.shared.config.progress_check_interval() {
+            self.check_progress()?;
+            self.last_progress_check = Instant::now();
         }
         Ok(processed)
     }
@@ -282,11 +304,11 @@ impl Application {
     }
 
     /// Commits every task: outputs flushed, then each task's stores with its position, then
-    /// the group offsets. Also removes the directories of tasks unassigned for longer than
-    /// `state_cleanup_delay`.
+    /// the group offsets (a failure there is logged: the stores hold the positions). Also
+    /// removes the directories of tasks unassigned for longer than `state_cleanup_delay`.
     ///
     /// # Errors
-    /// The first error of a flush, a store commit or the group commit.
+    /// The first error of a flush or a store commit.
     pub fn commit(&mut self) -> Result<()> {
         self.flush_outputs()?;
         let mut offsets = Vec::new();
@@ -301,7 +323,11 @@ impl Application {
                 }
             }
         }
-        commit_group(&self.consumer, &self.shared.input, &offsets)?;
+        if let Err(err) = commit_group(&self.consumer, &self.shared.input, &offsets) {
+            // The stores hold the positions; the group offset is a floor and for monitoring,
+            // and a commit racing a rebalance is refused.
+            tracing::warn!(%err, "committing the group offsets failed");
+        }
         self.last_commit = Instant::now();
         self.cleanup()
     }
@@ -362,48 +388,132 @@ impl Application {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Reads the group's members and assignment, opens the standby copies this instance
-    /// should keep (see the `standby` module), closes the others, and brings every copy up to
-    /// the end of its changelogs.
-    fn maintain_standbys(&mut self) -> Result<()> {
+    /// Rejoins the group when a partition owned elsewhere has records waiting and its group
+    /// offset has not moved for [`TasksConfig::stall_timeout`], while this instance owned
+    /// tasks and saw no rebalance: nobody processes it.
+    ///
+    /// tansu 0.6 gets there when the group's leader misses its session timeout (a `kill -9`,
+    /// a long pause) while the group is stable and another member's heartbeat notices it: the
+    /// coordinator drops the leader from the members but keeps it as the leader, so every
+    /// member that rejoins is handed its previous assignment back and the dead leader's
+    /// partitions belong to no one. A member that leaves makes it forget that leader, and the
+    /// next join rebalances every partition.
+    fn check_progress(&mut self) -> Result<()> {
         let shared = &self.shared;
-        let app = &shared.config.application_id;
-        let groups = match self
-            .consumer
-            .fetch_group_list(Some(app.as_str()), shared.config.request_timeout())
-        {
-            Ok(groups) => groups,
+        let mine: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        let rebalances = shared.rebalances.load(Ordering::Relaxed);
+        if mine.is_empty() || rebalances != self.progress_since {
+            // A rebalance stops every partition for a while, and without an assignment of
+            // its own an instance cannot tell a rebalance from a stall.
+            self.progress.clear();
+            self.progress_since = rebalances;
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for partition in (0..shared.partitions).filter(|p| !mine.contains(p)) {
+            tpl.add_partition(&shared.input, partition_id(partition));
+        }
+        let timeout = shared.config.request_timeout();
+        let committed = match self.consumer.committed_offsets(tpl, timeout) {
+            Ok(committed) => committed,
             Err(err) => {
-                // Standbys are an optimisation: without the member list, keep what there is.
-                tracing::warn!(%err, "describing the consumer group failed; standbys unchanged");
+                tracing::debug!(%err, "reading the group offsets failed");
                 return Ok(());
             }
         };
-        let Some(group) = groups.groups().iter().find(|g| g.name() == app) else {
-            return Ok(());
-        };
-        if group.state() != "Stable" {
-            // Mid-rebalance the assignment is in flux: keep the copies as they are.
+        let now = Instant::now();
+        let mut stalled = Vec::new();
+        let mut lagging = BTreeMap::new();
+        for elem in committed.elements_for_topic(&shared.input) {
+            let Ok(partition) = u32::try_from(elem.partition()) else {
+                continue;
+            };
+            let high = self
+                .consumer
+                .fetch_watermarks(&shared.input, elem.partition(), timeout)
+                .map(|(_, high)| high);
+            let behind = match (elem.offset(), high) {
+                (Offset::Offset(at), Ok(high)) => at < high,
+                (_, Ok(high)) => high > 0,
+                (_, Err(_)) => false,
+            };
+            if !behind {
+                continue;
+            }
+            let since = match self.progress.get(&partition) {
+                Some(&(offset, since)) if offset == elem.offset() => since,
+                _ => now,
+            };
+            if now.duration_since(since) >= shared.config.stall_timeout() {
+                stalled.push(partition);
+            }
+            lagging.insert(partition, (elem.offset(), since));
+        }
+        self.progress = lagging;
+        if stalled.is_empty() {
             return Ok(());
         }
-        let members: Vec<Member> = group
-            .members()
-            .iter()
-            .map(|m| Member {
-                client_id: m.client_id().to_owned(),
-                partitions: m
-                    .assignment()
-                    .and_then(|bytes| decode_assignment(bytes, &shared.input))
-                    .unwrap_or_default(),
-            })
-            .collect();
+        tracing::warn!(
+            ?stalled,
+            "partitions with records waiting made no progress in the group for {:?}: the \
+             coordinator may hold a stale assignment; leaving and rejoining the group",
+            shared.config.stall_timeout()
+        );
+        self.progress.clear();
+        self.rejoin()
+    }
+
+    /// Leaves the group (every task is committed and closed by the revocation) and joins it
+    /// again: a leave makes tansu 0.6 forget a departed leader, so the next join rebalances
+    /// every partition.
+    fn rejoin(&mut self) -> Result<()> {
+        self.consumer.unsubscribe();
+        let deadline = Instant::now() + self.shared.config.request_timeout();
+        while !self.shared.tasks.lock().is_empty() && Instant::now() < deadline {
+            // A record polled here is dropped: its task is being revoked, and whoever owns
+            // it next resumes from the position committed with its state.
+            drop(self.consumer.poll(Duration::from_millis(100)));
+        }
+        if let Some(err) = self.shared.error.lock().take() {
+            return Err(err);
+        }
+        let input = self.shared.input.as_str();
+        self.consumer
+            .subscribe(&[input])
+            .map_err(|err| convert(&format!("subscribing to {input} again"), err))
+    }
+
+    /// Reads the group's members and their partitions (see the `members` module), opens the
+    /// standby copies this instance should keep (see the `standby` module), closes the others,
+    /// and brings every copy up to the end of its changelogs.
+    fn maintain_standbys(&mut self) -> Result<()> {
+        let view = match members::describe(
+            &self.consumer,
+            &self.shared.config.application_id,
+            &self.shared.input,
+            self.shared.partitions,
+            self.shared.config.assignment_strategy,
+            self.shared.config.request_timeout(),
+        ) {
+            Ok(view) => {
+                self.describe_backoff = GROUP_CHECK_INTERVAL;
+                view
+            }
+            Err(err) => {
+                // Standbys are an optimisation: without the member list, keep what there is.
+                self.describe_backoff = (self.describe_backoff * 2).min(MAX_DESCRIBE_BACKOFF);
+                tracing::warn!(%err, retry_in = ?self.describe_backoff, "describing the consumer group failed; standbys unchanged");
+                return Ok(());
+            }
+        };
+        let Some(view) = view else {
+            // Mid-rebalance the assignment is in flux: keep the copies as they are.
+            return Ok(());
+        };
+        let shared = &self.shared;
         let active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
         let replicas = shared.config.num_standby_replicas;
-        let mut wanted = if members.iter().any(|m| !m.partitions.is_empty()) {
-            standby_tasks(&members, &shared.client_id, replicas)
-        } else {
-            every_other_task(members.len(), replicas, shared.partitions)
-        };
+        let mut wanted = standby_tasks(&view.members, &shared.client_id, replicas);
         wanted.retain(|p| !active.contains(p));
         let mut standbys = shared.standbys.lock();
         let unwanted: Vec<u32> = standbys

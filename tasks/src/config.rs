@@ -139,6 +139,25 @@ impl TasksConfig {
         Duration::from_millis(self.state_cleanup_delay_ms)
     }
 
+    /// How long a partition owned by another instance may have records waiting without its
+    /// group offset moving before this instance leaves and rejoins the group: twice the
+    /// session timeout plus twice the commit interval. It covers a coordinator that keeps a
+    /// stale assignment (see the README's "Scaling out"); an instance that restores for
+    /// longer than this causes one needless rebalance.
+    pub fn stall_timeout(&self) -> Duration {
+        Duration::from_millis(
+            self.session_timeout_ms
+                .saturating_mul(2)
+                .saturating_add(self.commit_interval_ms.saturating_mul(2)),
+        )
+    }
+
+    /// How often the group offsets of the partitions owned elsewhere are read for
+    /// [`stall_timeout`](TasksConfig::stall_timeout): half the session timeout, at least 1 s.
+    pub fn progress_check_interval(&self) -> Duration {
+        Duration::from_millis((self.session_timeout_ms / 2).max(1_000))
+    }
+
     /// The request timeout.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)

@@ -8,7 +8,7 @@
 //! `poll` of the application.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -38,6 +38,9 @@ pub(crate) struct Shared {
     /// This instance's `client.id`, unique in the group: standby placement tells members apart
     /// by it.
     pub client_id: String,
+    /// Rebalance callbacks served so far: a partition's progress is judged only across a
+    /// stretch without one.
+    pub rebalances: AtomicU64,
 }
 
 impl Shared {
@@ -252,6 +255,7 @@ impl ClientContext for GroupContext {}
 
 impl ConsumerContext for GroupContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        self.shared.rebalances.fetch_add(1, Ordering::Relaxed);
         match rebalance {
             Rebalance::Assign(tpl) => self.shared.assign(consumer, tpl),
             Rebalance::Revoke(tpl) => self.shared.revoke(consumer, tpl),

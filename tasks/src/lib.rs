@@ -44,6 +44,7 @@
 mod app;
 mod config;
 mod group;
+mod members;
 mod standby;
 mod store;
 mod task;

@@ -1,22 +1,18 @@
 //! Standby replicas: warm copies of other instances' tasks, kept by tailing their changelogs.
 //!
 //! # Placement
-//! Every instance reads the group's member list and current assignment from the group
-//! coordinator (`DescribeGroups`, through librdkafka's group list), sorts the members by client
-//! id, and, for each task, picks the `num_standby_replicas` members that follow the task's
-//! active owner in that order, wrapping around and skipping the owner. Every instance computes
+//! Every instance reads the group's members and their partitions (see the `members` module:
+//! reported by Kafka, computed from the member ids for tansu 0.6 with the eager assignors),
+//! and, for each task, picks the `num_standby_replicas` members that follow the task's active
+//! owner in member-id order, wrapping around and skipping the owner. Every instance computes
 //! the same answer from the same list, so no extra protocol is needed, and a standby is never
 //! placed on the active owner while another member exists.
 //!
-//! A coordinator that lists the members but not their assignments (tansu 0.6 answers
-//! `DescribeGroups` with member ids only: empty client ids and assignments) leaves one safe
-//! choice: when `num_standby_replicas` covers every other member, each instance keeps a copy
-//! of every task it does not own; otherwise no standby is placed, and a warning says why.
-//!
-//! Limits: the list is read every second, so right after a rebalance a standby may
-//! briefly be missing or duplicated; the copy costs disk and changelog reads on the standby,
-//! nothing on the owner. A member that subscribes with an assignment the coordinator does not
-//! report (an empty or undecodable assignment) owns nothing for placement.
+//! Limits: the list is read every second, so right after a rebalance a standby may briefly be
+//! missing or duplicated; while the group rebalances the copies are left as they are. With
+//! `cooperative-sticky` on a coordinator that does not report assignments (tansu 0.6) no
+//! standby is placed. The copy costs disk and changelog reads on the standby, nothing on the
+//! owner.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,24 +23,17 @@ use statestore_changelog::{
 use store_api::{KeyValueStore, Result};
 
 use crate::config::TasksConfig;
+use crate::members::Member;
 
-/// A member of the group: its client id and the input partitions assigned to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Member {
-    pub client_id: String,
-    pub partitions: BTreeSet<u32>,
-}
-
-/// The tasks member `me` keeps a standby copy of.
+/// The tasks the member that is client `me` keeps a standby copy of; `members` sorted by
+/// member id.
 pub(crate) fn standby_tasks(members: &[Member], me: &str, replicas: u32) -> BTreeSet<u32> {
-    let mut sorted: Vec<&Member> = members.iter().collect();
-    sorted.sort_by(|a, b| a.client_id.cmp(&b.client_id));
-    let Some(my_index) = sorted.iter().position(|m| m.client_id == me) else {
+    let Some(my_index) = members.iter().position(|m| m.is(me)) else {
         return BTreeSet::new();
     };
-    let count = sorted.len();
+    let count = members.len();
     let mut mine = BTreeSet::new();
-    for (owner, member) in sorted.iter().enumerate() {
+    for (owner, member) in members.iter().enumerate() {
         let chosen = (1..count)
             .map(|step| (owner + step) % count)
             .take(usize::try_from(replicas).unwrap_or(usize::MAX));
@@ -53,68 +42,6 @@ pub(crate) fn standby_tasks(members: &[Member], me: &str, replicas: u32) -> BTre
         }
     }
     mine
-}
-
-/// The standby tasks when the coordinator reports members without their assignments: every
-/// task (the caller drops its active ones) when `replicas` covers every other member of
-/// `members`, else none.
-pub(crate) fn every_other_task(members: usize, replicas: u32, partitions: u32) -> BTreeSet<u32> {
-    let others = members.saturating_sub(1);
-    if others == 0 {
-        return BTreeSet::new();
-    }
-    if usize::try_from(replicas).unwrap_or(usize::MAX) < others {
-        tracing::warn!(
-            members,
-            replicas,
-            "the group coordinator does not report assignments, and the standby replicas do \
-             not cover every other member: no standby is placed"
-        );
-        return BTreeSet::new();
-    }
-    (0..partitions).collect()
-}
-
-/// Decodes the topics and partitions of a consumer-protocol assignment (`version: i16`, then
-/// `[topic: string, partitions: [i32]]`); the partitions of `topic`. `None` when malformed.
-pub(crate) fn decode_assignment(bytes: &[u8], topic: &str) -> Option<BTreeSet<u32>> {
-    let mut reader = Reader(bytes);
-    let _version = reader.i16()?;
-    let topics = reader.i32()?;
-    let mut partitions = BTreeSet::new();
-    for _ in 0..topics.max(0) {
-        let len = usize::try_from(reader.i16()?).ok()?;
-        let name = reader.take(len)?;
-        let count = reader.i32()?;
-        for _ in 0..count.max(0) {
-            let partition = reader.i32()?;
-            if name == topic.as_bytes() {
-                partitions.insert(u32::try_from(partition).ok()?);
-            }
-        }
-    }
-    Some(partitions)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn i16(&mut self) -> Option<i16> {
-        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
 }
 
 /// A standby copy of one task: its stores, kept up to date by replaying their changelogs.
@@ -182,14 +109,15 @@ mod tests {
 
     fn member(id: &str, partitions: &[u32]) -> Member {
         Member {
-            client_id: id.to_owned(),
+            id: format!("{id}-uuid"),
+            client_id: String::new(),
             partitions: partitions.iter().copied().collect(),
         }
     }
 
     #[test]
     fn standbys_follow_the_owner_and_never_land_on_it() {
-        let members = [member("c", &[3]), member("a", &[0, 1]), member("b", &[2])];
+        let members = [member("a", &[0, 1]), member("b", &[2]), member("c", &[3])];
         assert_eq!(standby_tasks(&members, "a", 1), BTreeSet::from([3]));
         assert_eq!(standby_tasks(&members, "b", 1), BTreeSet::from([0, 1]));
         assert_eq!(standby_tasks(&members, "c", 1), BTreeSet::from([2]));
@@ -199,36 +127,5 @@ mod tests {
         let alone = [member("a", &[0, 1, 2, 3])];
         assert!(standby_tasks(&alone, "a", 1).is_empty());
         assert!(standby_tasks(&members, "stranger", 1).is_empty());
-    }
-
-    #[test]
-    fn without_assignments_standbys_go_everywhere_only_when_replicas_cover_every_member() {
-        assert_eq!(every_other_task(2, 1, 4), BTreeSet::from([0, 1, 2, 3]));
-        assert_eq!(every_other_task(3, 2, 2), BTreeSet::from([0, 1]));
-        assert!(every_other_task(3, 1, 4).is_empty());
-        assert!(every_other_task(1, 1, 4).is_empty());
-        assert!(every_other_task(0, 1, 4).is_empty());
-    }
-
-    #[test]
-    fn assignments_decode_and_garbage_does_not_panic() {
-        let mut bytes = vec![0, 1, 0, 0, 0, 2];
-        for (topic, parts) in [("in", &[1i32, 3][..]), ("other", &[0i32][..])] {
-            bytes.extend((topic.len() as i16).to_be_bytes());
-            bytes.extend(topic.as_bytes());
-            bytes.extend((parts.len() as i32).to_be_bytes());
-            for p in parts {
-                bytes.extend(p.to_be_bytes());
-            }
-        }
-        bytes.extend((-1i32).to_be_bytes());
-        assert_eq!(
-            decode_assignment(&bytes, "in"),
-            Some(BTreeSet::from([1, 3]))
-        );
-        for cut in 0..bytes.len() - 4 {
-            let _ = decode_assignment(&bytes[..cut], "in");
-        }
-        assert_eq!(decode_assignment(&[0, 1, 0, 0, 0, 9], "in"), None);
     }
 }

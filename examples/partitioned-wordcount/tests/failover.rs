@@ -1,6 +1,11 @@
 //! Instances of partitioned-wordcount as separate processes in one group against the real
-//! broker: one is killed with SIGKILL while it processes and commits (every 50 ms), another
-//! joins later, and the final counts of both stores equal those computed without Kafka.
+//! broker: the group's leader is killed with SIGKILL while it processes and commits (every
+//! 50 ms), the survivors take its tasks over, another instance joins later, and the final
+//! counts of both stores equal those computed without Kafka.
+//!
+//! The leader is the hardest instance to lose on tansu 0.6, whose coordinator keeps a dead
+//! leader's id and hands the survivors their old assignment back: they notice that its
+//! partitions make no progress and rejoin (see `TasksConfig::stall_timeout`).
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP` (or `STATESTORE_SKIP_KAFKA=1` to skip, printing SKIP).
 //! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 3000, 8 records each).
@@ -15,6 +20,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
+
+/// Long enough for a loaded 2-core machine, where tansu itself answers heartbeats late.
+const SESSION_TIMEOUT_MS: &str = "10000";
 
 fn bootstrap(test: &str) -> Option<String> {
     match std::env::var("STATESTORE_KAFKA_BOOTSTRAP") {
@@ -66,7 +74,8 @@ impl Instance {
         let mut child = Command::new(BIN)
             .args(["run", "--bootstrap", bootstrap, "--topic", topic])
             .args(["--application-id", app, "--backend", "redb"])
-            .args(["--commit-interval-ms", "50", "--session-timeout-ms", "6000"])
+            .args(["--commit-interval-ms", "50"])
+            .args(["--session-timeout-ms", SESSION_TIMEOUT_MS])
             .arg("--stop-on-stdin-eof")
             .arg("--state-dir")
             .arg(state_dir)
@@ -162,57 +171,54 @@ fn wait_complete(bootstrap: &str, topic: &str, app: &str, timeout: Duration) {
     }
 }
 
+/// Produces lines `from..to` to `topic`.
+fn produce(bootstrap: &str, topic: &str, from: u64, to: u64) {
+    let (from, to) = (from.to_string(), to.to_string());
+    output(&[
+        "produce",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--from",
+        &from,
+        "--lines",
+        &to,
+    ]);
+}
+
 #[test]
-#[ignore = "stalls under load: in a clean-clone run on a loaded 2-core machine one partition's \
-            group offset stopped at 5454 of 11052 for 130 s after the kill (tasks lost on a \
-            missed session timeout are not reassigned; see the README's Scaling out); run \
-            with --ignored"]
-fn kill_9_while_committing_and_a_join_keep_counts_exact() {
-    let Some(bootstrap) = bootstrap("kill_9_while_committing_and_a_join_keep_counts_exact") else {
+fn killing_the_leader_while_it_commits_and_a_join_keep_counts_exact() {
+    let Some(bootstrap) =
+        bootstrap("killing_the_leader_while_it_commits_and_a_join_keep_counts_exact")
+    else {
         return;
     };
     let (app, topic) = (unique("pwc"), unique("pwc-words"));
     let n = lines();
-    let (first, total) = (n.to_string(), (2 * n).to_string());
-    output(&[
-        "produce",
-        "--bootstrap",
-        &bootstrap,
-        "--topic",
-        &topic,
-        "--lines",
-        &first,
-    ]);
+    produce(&bootstrap, &topic, 0, n);
     let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().expect("dir")).collect();
 
-    let mut a = Instance::start(&bootstrap, &topic, &app, dirs[0].path());
+    // B joins first, so it leads the group.
     let mut b = Instance::start(&bootstrap, &topic, &app, dirs[1].path());
+    b.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
+    let mut a = Instance::start(&bootstrap, &topic, &app, dirs[0].path());
     let mut c = Instance::start(&bootstrap, &topic, &app, dirs[2].path());
-    // Kill B once it owns tasks and has processed records: it commits every 50 ms.
-    b.wait_for(Duration::from_secs(60), |l| {
-        l.starts_with("processed ") && !l.starts_with("processed 0 ") && !l.ends_with("[]")
-    });
+    a.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
+    c.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
+    // B owns tasks, processes the second round and commits every 50 ms when it is killed.
+    produce(&bootstrap, &topic, n, 2 * n);
     b.kill();
-    output(&[
-        "produce",
-        "--bootstrap",
-        &bootstrap,
-        "--topic",
-        &topic,
-        "--from",
-        &first,
-        "--lines",
-        &total,
-    ]);
-    // A and C take B's tasks over after its session timeout; D joins meanwhile.
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(150));
+
     let d = Instance::start(&bootstrap, &topic, &app, dirs[3].path());
+    produce(&bootstrap, &topic, 2 * n, 3 * n);
     wait_complete(&bootstrap, &topic, &app, Duration::from_secs(120));
-    a.wait_for(Duration::from_secs(5), |l| l.starts_with("assigned"));
-    c.wait_for(Duration::from_secs(5), |l| l.starts_with("assigned"));
     for instance in [a, c, d] {
         instance.stop();
     }
 
+    let total = (3 * n).to_string();
     for store in ["counts", "letters"] {
         let counted = output(&[
             "counts",
