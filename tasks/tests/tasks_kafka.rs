@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use statestore_changelog::{Changelog, KafkaConfig, KafkaLog, TaskId};
-use statestore_tasks::{Application, TaskEvent, TaskEventKind, TasksConfig};
+use statestore_tasks::{Application, AssignmentStrategy, TaskEvent, TaskEventKind, TasksConfig};
 use store_api::ErrorKind;
 use support::*;
 
@@ -132,6 +132,31 @@ fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
     else {
         return;
     };
+    join_and_leave(&bootstrap, AssignmentStrategy::Range);
+}
+
+#[test]
+fn cooperative_sticky_assignment_moves_only_the_moving_tasks() {
+    let Some(bootstrap) = bootstrap("cooperative_sticky_assignment_moves_only_the_moving_tasks")
+    else {
+        return;
+    };
+    let (a_events, _) = join_and_leave(&bootstrap, AssignmentStrategy::CooperativeSticky);
+    // A kept two tasks open through B's join and leave: only the two that moved were revoked.
+    let revoked = a_events
+        .iter()
+        .filter(|e| e.kind == TaskEventKind::Revoked)
+        .count();
+    assert_eq!(revoked, 2 + 4, "{a_events:?}");
+}
+
+/// A counts a round alone, B joins and they split the tasks, B leaves and A takes them back;
+/// counts are exact and stores equal their changelogs. Returns A's and B's task events.
+fn join_and_leave(
+    bootstrap: &str,
+    strategy: AssignmentStrategy,
+) -> (Vec<TaskEvent>, Vec<TaskEvent>) {
+    let bootstrap = bootstrap.to_owned();
     let (app, input) = (unique("tasks-join"), unique("tasks-join-input"));
     let topic = format!("{app}-counts-changelog");
     create_topic(&bootstrap, &input, 4);
@@ -141,8 +166,12 @@ fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
     );
     let n = round();
     let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let config = |dir: &Path| TasksConfig {
+        assignment_strategy: strategy,
+        ..config(&bootstrap, &app, &input, dir)
+    };
 
-    let a = Instance::start(config(&bootstrap, &app, &input, dir_a.path()));
+    let a = Instance::start(config(dir_a.path()));
     assert!(
         wait_until(Duration::from_secs(60), || a
             .processed
@@ -153,7 +182,7 @@ fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
     );
     assert_eq!(a.owned(), 4);
 
-    let b = Instance::start(config(&bootstrap, &app, &input, dir_b.path()));
+    let b = Instance::start(config(dir_b.path()));
     assert!(
         wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2),
         "after B joined: A owns {}, B owns {}",
@@ -221,6 +250,7 @@ fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
         assert_eq!(outcome.records, tail, "task 0_{p}: {outcome:?}");
         assert!(outcome.from < after_leave[p as usize]);
     }
+    (a_events, b_events)
 }
 
 #[test]
