@@ -73,11 +73,17 @@ impl Instance {
     }
 
     fn stop(self) -> Vec<TaskEvent> {
+        self.finish().expect("instance ran")
+    }
+
+    /// Stops the instance and returns how its run ended.
+    fn finish(self) -> store_api::Result<Vec<TaskEvent>> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .join()
-            .expect("instance thread")
-            .expect("instance ran")
+        self.handle.join().expect("instance thread")
+    }
+
+    fn ended(&self) -> bool {
+        self.handle.is_finished()
     }
 }
 
@@ -502,4 +508,153 @@ fn cleanup_after_the_delay_removes_only_unassigned_task_directories() {
     assert_eq!(task_dirs(dir_a.path(), &app), *a.tasks.lock());
     b.stop();
     a.stop();
+}
+
+/// A tansu broker of this test's own on a free loopback port, keeping its records in `dir`
+/// across a kill and a restart.
+struct OwnBroker {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl OwnBroker {
+    fn tansu() -> std::path::PathBuf {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let installed = home.map(|h| h.join(".cargo/bin/tansu"));
+        match installed {
+            Some(path) if path.exists() => path,
+            _ => "tansu".into(),
+        }
+    }
+
+    fn start() -> OwnBroker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let dir = tempfile::tempdir().expect("broker dir");
+        let child = Self::spawn(&dir, port);
+        OwnBroker { child, port, dir }
+    }
+
+    fn spawn(dir: &tempfile::TempDir, port: u16) -> std::process::Child {
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = std::process::Command::new(Self::tansu())
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "sqlite://tansu.db"])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start tansu (scripts/broker.sh install installs it)");
+        let up = wait_until(Duration::from_secs(30), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "tansu did not listen on port {port}");
+        child
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL tansu");
+        self.child.wait().expect("reap tansu");
+    }
+
+    fn restart(&mut self) {
+        self.child = Self::spawn(&self.dir, self.port);
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The broker dies (SIGKILL) while a second instance joins and the group rebalances, and
+/// comes back 5 s later. Each instance either rides it out or stops with a clear error (a
+/// timeout or a Kafka error naming what it was doing); one started again on the same state
+/// directory resumes, and every count is exact: nothing committed is lost or applied twice.
+#[test]
+fn broker_down_during_a_rebalance_loses_nothing_committed() {
+    if bootstrap("broker_down_during_a_rebalance_loses_nothing_committed").is_none() {
+        return;
+    }
+    let mut broker = OwnBroker::start();
+    let bootstrap = broker.address();
+    let (app, input) = (unique("tasks-down"), unique("tasks-down-input"));
+    create_topic(&bootstrap, &input, 4);
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let n = round();
+    let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let quick = |dir: &Path| TasksConfig {
+        request_timeout_ms: 5_000,
+        ..config(&bootstrap, &app, &input, dir)
+    };
+    let a = Instance::start(quick(dir_a.path()));
+    assert!(wait_until(Duration::from_secs(60), || a
+        .processed
+        .load(Ordering::Relaxed)
+        == n));
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    let b = Instance::start(quick(dir_b.path()));
+    // B's join revokes A's tasks; the broker dies before the group settles.
+    assert!(wait_until(Duration::from_secs(30), || a.owned() < 4));
+    broker.kill();
+    std::thread::sleep(Duration::from_secs(5));
+    broker.restart();
+
+    let mut running = Vec::new();
+    for (instance, dir) in [(a, dir_a.path()), (b, dir_b.path())] {
+        std::thread::sleep(Duration::from_secs(2));
+        if !instance.ended() {
+            announce("broker down during a rebalance: an instance rode it out");
+            running.push(instance);
+            continue;
+        }
+        let err = instance
+            .finish()
+            .expect_err("an instance that ended failed");
+        announce(&format!(
+            "broker down during a rebalance: an instance stopped: {err}"
+        ));
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Backend),
+            "{err}"
+        );
+        assert!(err.to_string().contains("kafka"), "{err}");
+        running.push(Instance::start(quick(dir)));
+    }
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
+    );
+    let complete = || changelog_counts(&bootstrap, &app, PARTITIONS) == expected;
+    assert!(
+        wait_until(Duration::from_secs(120), complete),
+        "counts after the broker came back: {:?} of {}",
+        sum(&changelog_counts(&bootstrap, &app, PARTITIONS)),
+        3 * n
+    );
+    for instance in running {
+        instance.stop();
+    }
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
 }
