@@ -27,7 +27,7 @@ pub use file::{
     CompactionStats, DEFAULT_MAX_RECORD_BYTES, FileLog, FileLogConfig, RecoveryMode, SyncPolicy,
 };
 #[cfg(feature = "kafka")]
-pub use kafka::{KafkaConfig, KafkaLog};
+pub use kafka::{KafkaConfig, KafkaLog, util as kafka_util};
 pub use logged::{LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
 pub use record::{

@@ -1,39 +1,18 @@
 //! The topics an application needs: its input topic, which must exist, and one changelog topic
 //! per store, created when missing with the input's partition count.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext, DefaultClientContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use statestore_changelog::KafkaLog;
+use statestore_changelog::kafka_util::block_on;
+pub(crate) use statestore_changelog::kafka_util::convert;
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
-
-/// The name Kafka errors carry as [`Error::Backend`].
-pub(crate) const BACKEND: &str = "kafka";
-
-/// Converts a librdkafka error met while `doing` something; "no broker answered" and timeouts
-/// become [`Error::Timeout`].
-pub(crate) fn convert(doing: &str, err: KafkaError) -> Error {
-    match err.rdkafka_error_code() {
-        Some(
-            RDKafkaErrorCode::MessageTimedOut
-            | RDKafkaErrorCode::OperationTimedOut
-            | RDKafkaErrorCode::RequestTimedOut
-            | RDKafkaErrorCode::AllBrokersDown
-            | RDKafkaErrorCode::BrokerTransportFailure,
-        ) => Error::Timeout(format!("kafka, while {doing}: {err}")),
-        _ => Error::backend(BACKEND, format!("while {doing}: {err}")),
-    }
-}
 
 /// The partition count of `topic`, or `None` when the brokers do not know it.
 ///
@@ -59,10 +38,7 @@ pub(crate) fn partition_count<C: ClientContext>(
         Some(code) if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition => {
             Ok(None)
         }
-        Some(code) => Err(Error::backend(
-            BACKEND,
-            format!("while {doing}: {}", RDKafkaErrorCode::from(code)),
-        )),
+        Some(code) => Err(convert(&doing, KafkaError::MetadataFetch(code.into()))),
     }
 }
 
@@ -132,32 +108,4 @@ pub fn create_topic(bootstrap_servers: &str, topic: &str, partitions: i32) -> Re
         }
     }
     Ok(())
-}
-
-/// Runs `future` on this thread until it completes or `timeout` passes: the admin client's
-/// futures are completed by librdkafka's own thread, so no async runtime is needed.
-fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
-    let deadline = Instant::now() + timeout;
-    let mut future = pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut context = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
-            return Some(output);
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return None;
-        }
-        thread::park_timeout(remaining);
-    }
-}
-
-/// Wakes the blocked thread by unparking it.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
 }

@@ -68,6 +68,16 @@ impl Instance {
         }
     }
 
+    /// Waits up to a minute until the instance has processed `total` records.
+    fn wait_processed(&self, total: u64) {
+        let processed = || self.processed.load(Ordering::Relaxed);
+        assert!(
+            wait_until(Duration::from_secs(60), || processed() == total),
+            "processed {} of {total}",
+            processed()
+        );
+    }
+
     fn owned(&self) -> usize {
         self.tasks.lock().len()
     }
@@ -84,6 +94,36 @@ impl Instance {
 
     fn ended(&self) -> bool {
         self.handle.is_finished()
+    }
+}
+
+/// A fresh application on a fresh 4-partition input topic holding one round of records, and
+/// two state directories.
+struct Setup {
+    app: String,
+    input: String,
+    dir_a: tempfile::TempDir,
+    dir_b: tempfile::TempDir,
+    /// Records per round.
+    n: u64,
+    /// The counts of the first round.
+    expected: BTreeMap<String, u64>,
+}
+
+impl Setup {
+    fn new(bootstrap: &str, name: &str) -> Setup {
+        let (app, input) = (unique(name), unique(&format!("{name}-input")));
+        create_topic(bootstrap, &input, 4);
+        let n = round();
+        let expected = produce(bootstrap, &input, PARTITIONS, 0..n);
+        Setup {
+            app,
+            input,
+            dir_a: tempfile::tempdir().expect("dir"),
+            dir_b: tempfile::tempdir().expect("dir"),
+            n,
+            expected,
+        }
     }
 }
 
@@ -163,29 +203,22 @@ fn join_and_leave(
     strategy: AssignmentStrategy,
 ) -> (Vec<TaskEvent>, Vec<TaskEvent>) {
     let bootstrap = bootstrap.to_owned();
-    let (app, input) = (unique("tasks-join"), unique("tasks-join-input"));
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-join");
     let topic = format!("{app}-counts-changelog");
-    create_topic(&bootstrap, &input, 4);
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let n = round();
-    let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
     let config = |dir: &Path| TasksConfig {
         assignment_strategy: strategy,
         ..config(&bootstrap, &app, &input, dir)
     };
 
     let a = Instance::start(config(dir_a.path()));
-    assert!(
-        wait_until(Duration::from_secs(60), || a
-            .processed
-            .load(Ordering::Relaxed)
-            == n),
-        "A processed {} of {n}",
-        a.processed.load(Ordering::Relaxed)
-    );
+    a.wait_processed(n);
     assert_eq!(a.owned(), 4);
 
     let b = Instance::start(config(dir_b.path()));
@@ -266,24 +299,17 @@ fn a_task_that_comes_back_restores_only_the_tail_past_its_checkpoint() {
     else {
         return;
     };
-    let (app, input) = (unique("tasks-tail"), unique("tasks-tail-input"));
-    create_topic(&bootstrap, &input, 4);
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let n = round();
-    let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-tail");
     let run_until = |dir: &Path, total: u64| {
         let inst = Instance::start(config(&bootstrap, &app, &input, dir));
-        assert!(
-            wait_until(Duration::from_secs(60), || inst
-                .processed
-                .load(Ordering::Relaxed)
-                == total),
-            "processed {} of {total}",
-            inst.processed.load(Ordering::Relaxed)
-        );
+        inst.wait_processed(total);
         inst.stop()
     };
     run_until(dir_a.path(), n);
@@ -407,14 +433,14 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
     else {
         return;
     };
-    let (app, input) = (unique("tasks-standby"), unique("tasks-standby-input"));
-    create_topic(&bootstrap, &input, 4);
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let n = round();
-    let expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        expected,
+    } = Setup::new(&bootstrap, "tasks-standby");
     let with_standby = |dir: &Path| TasksConfig {
         num_standby_replicas: 1,
         state_cleanup_delay_ms: 1_000,
@@ -422,10 +448,7 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
     };
 
     let a = Instance::start(with_standby(dir_a.path()));
-    assert!(wait_until(Duration::from_secs(60), || a
-        .processed
-        .load(Ordering::Relaxed)
-        == n));
+    a.wait_processed(n);
     let b = Instance::start(with_standby(dir_b.path()));
     let split = || {
         let (ta, tb) = (a.tasks.lock().clone(), b.tasks.lock().clone());
@@ -475,23 +498,20 @@ fn cleanup_after_the_delay_removes_only_unassigned_task_directories() {
     else {
         return;
     };
-    let (app, input) = (unique("tasks-cleanup"), unique("tasks-cleanup-input"));
-    create_topic(&bootstrap, &input, 4);
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let n = round();
-    produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        ..
+    } = Setup::new(&bootstrap, "tasks-cleanup");
     let quick = |dir: &Path| TasksConfig {
         state_cleanup_delay_ms: 1_000,
         ..config(&bootstrap, &app, &input, dir)
     };
     let a = Instance::start(quick(dir_a.path()));
-    assert!(wait_until(Duration::from_secs(60), || a
-        .processed
-        .load(Ordering::Relaxed)
-        == n));
+    a.wait_processed(n);
     assert_eq!(task_dirs(dir_a.path(), &app).len(), 4);
     let b = Instance::start(quick(dir_b.path()));
     assert!(wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2));
@@ -593,23 +613,20 @@ fn broker_down_during_a_rebalance_loses_nothing_committed() {
     }
     let mut broker = OwnBroker::start();
     let bootstrap = broker.address();
-    let (app, input) = (unique("tasks-down"), unique("tasks-down-input"));
-    create_topic(&bootstrap, &input, 4);
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let n = round();
-    let mut expected = produce(&bootstrap, &input, PARTITIONS, 0..n);
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-down");
     let quick = |dir: &Path| TasksConfig {
         request_timeout_ms: 5_000,
         ..config(&bootstrap, &app, &input, dir)
     };
     let a = Instance::start(quick(dir_a.path()));
-    assert!(wait_until(Duration::from_secs(60), || a
-        .processed
-        .load(Ordering::Relaxed)
-        == n));
+    a.wait_processed(n);
     merge(
         &mut expected,
         produce(&bootstrap, &input, PARTITIONS, n..2 * n),

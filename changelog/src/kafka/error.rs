@@ -48,6 +48,7 @@ pub fn is_timeout(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::OperationTimedOut
             | RDKafkaErrorCode::RequestTimedOut
             | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::BrokerTransportFailure
     )
 }
 

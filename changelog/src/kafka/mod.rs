@@ -35,6 +35,13 @@ use store_api::{BatchOp, Error, Result};
 
 pub use config::KafkaConfig;
 
+/// The admin client's `block_on` and the conversion of librdkafka errors, for crates that talk
+/// to the same brokers (the tasks crate) without a copy of their own.
+pub mod util {
+    pub use super::admin::block_on;
+    pub use super::error::convert;
+}
+
 use crate::record::Framing;
 use crate::{Changelog, ChangelogRecord};
 use producer::Appender;
