@@ -14,17 +14,16 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 use statestore_memory::{Config, MemoryStore};
-use statestore_operator_stores::{MeteredStore, TypedStore};
+use statestore_operator_stores::{MeteredStore, RecordingLevel, TypedStore};
 use store_api::KeyValueStore;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The recorder must be installed before metered stores register their handles.
     let prometheus = PrometheusBuilder::new().install_recorder()?;
+    // A handful of calls: time every one, where the default times one in 64.
     let metered = |name: &str| -> Arc<dyn KeyValueStore> {
-        Arc::new(MeteredStore::new(
-            Arc::new(MemoryStore::new(Config::default())),
-            name,
-        ))
+        let store = MeteredStore::new(Arc::new(MemoryStore::new(Config::default())), name);
+        Arc::new(store.with_recording_level(RecordingLevel::EveryLatency))
     };
     let users: TypedStore<String, String> = TypedStore::new(metered("users"));
     let per_region: TypedStore<String, i64> = TypedStore::new(metered("users-per-region"));
