@@ -4,13 +4,15 @@
 //! from the changelog on start. Nothing survives the process: it declares no `persistent`
 //! capability, and `flush` does nothing.
 //!
-//! Keys and values are stored as shared, immutable `Arc<[u8]>` slices. Iterators do not copy
-//! the range up front: they walk the live map in short locked stretches (see
-//! [`Config::iterator_batch`]), taking only references to the entries, so they are weakly
-//! consistent, not snapshots. A pair is copied into the owned `(Vec<u8>, Vec<u8>)` the API
-//! returns only when the iterator yields it, outside the lock. The borrowing reads,
-//! [`get_with`](KeyValueStore::get_with) and [`scan`](KeyValueStore::scan), copy nothing: they
-//! lend the stored slices themselves, held by reference count, with the lock released.
+//! Values are stored as shared, immutable `Arc<[u8]>` slices; keys of up to 30 bytes are held
+//! in the map's nodes, so a search compares them without chasing a pointer per key, and longer
+//! keys are shared slices too. Iterators do not copy the range up front: they walk the live
+//! map in short locked stretches (see [`Config::iterator_batch`]), taking the entries' short
+//! keys and reference counts, so they are weakly consistent, not snapshots. A pair is copied
+//! into the owned `(Vec<u8>, Vec<u8>)` the API returns only when the iterator yields it,
+//! outside the lock. The borrowing reads, [`get_with`](KeyValueStore::get_with) and
+//! [`scan`](KeyValueStore::scan), copy no value: they lend the stored slices themselves, held
+//! by reference count, with the lock released.
 //!
 //! ```
 //! use std::ops::Bound;
@@ -31,6 +33,7 @@
 
 mod config;
 mod iter;
+mod key;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -48,15 +51,16 @@ use store_api::{
 
 pub use config::Config;
 use iter::{MemoryIter, take_batch};
+use key::Key;
 
 /// The registered name of this backend.
 pub const NAME: &str = "memory";
 
-/// A stored key or value. Shared so that an iterator can hold entries past the lock by
-/// reference count, and copy only the ones it yields.
+/// A stored value. Shared so that an iterator can hold entries past the lock by reference
+/// count, and copy only the ones it yields.
 type Bytes = Arc<[u8]>;
 
-type Map = BTreeMap<Bytes, Bytes>;
+type Map = BTreeMap<Key, Bytes>;
 
 #[derive(Debug)]
 struct Shared {
@@ -114,7 +118,7 @@ impl MemoryStore {
         if self.shared.inverted.range_is_empty(from, to) {
             return Ok(Box::new(std::iter::empty()));
         }
-        let (from, to) = (from.map(Bytes::from), to.map(Bytes::from));
+        let (from, to) = (from.map(Key::from), to.map(Key::from));
         Ok(Box::new(MemoryIter::new(
             Arc::clone(&self.shared),
             from,
@@ -124,12 +128,25 @@ impl MemoryStore {
     }
 }
 
+/// The value at `key`. A short key is searched for as a [`Key`], so the search compares
+/// inline keys as integers (see `Ord for Key`) rather than calling `memcmp` on slices.
+fn find<'m>(map: &'m Map, key: &[u8]) -> Option<&'m Bytes> {
+    match Key::inline(key) {
+        Some(key) => map.get(&key),
+        None => map.get(key),
+    }
+}
+
 /// Sets `key` to `value`; the key is copied only when it is new.
 fn upsert(map: &mut Map, key: &[u8], value: Bytes) {
-    match map.get_mut(key) {
+    let slot = match Key::inline(key) {
+        Some(key) => map.get_mut(&key),
+        None => map.get_mut(key),
+    };
+    match slot {
         Some(slot) => *slot = value,
         None => {
-            map.insert(Bytes::from(key), value);
+            map.insert(Key::from(key), value);
         }
     }
 }
@@ -137,14 +154,23 @@ fn upsert(map: &mut Map, key: &[u8], value: Bytes) {
 /// A batch operation with its key and value already in the map's form, so that the copies
 /// are made before the write lock is taken.
 enum Op<'a> {
-    Put(Bytes, Bytes),
+    Put(Key, Bytes),
     Delete(&'a [u8]),
+}
+
+impl Op<'_> {
+    fn key(&self) -> &[u8] {
+        match self {
+            Op::Put(key, _) => key,
+            Op::Delete(key) => key,
+        }
+    }
 }
 
 impl<'a> From<&'a BatchOp> for Op<'a> {
     fn from(op: &'a BatchOp) -> Self {
         match op {
-            BatchOp::Put { key, value } => Op::Put(Bytes::from(&key[..]), Bytes::from(&value[..])),
+            BatchOp::Put { key, value } => Op::Put(Key::from(&key[..]), Bytes::from(&value[..])),
             BatchOp::Delete { key } => Op::Delete(key),
         }
     }
@@ -162,14 +188,14 @@ impl KeyValueStore for MemoryStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         self.check_open()?;
-        Ok(self.shared.map.read().get(key).map(|value| value.to_vec()))
+        Ok(find(&self.shared.map.read(), key).map(|value| value.to_vec()))
     }
 
     /// Lends the stored value itself: the lock is held only to take a reference count.
     fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
         check_key(key)?;
         self.check_open()?;
-        let value = self.shared.map.read().get(key).map(Arc::clone);
+        let value = find(&self.shared.map.read(), key).map(Arc::clone);
         f(value.as_deref());
         Ok(())
     }
@@ -186,10 +212,10 @@ impl KeyValueStore for MemoryStore {
         check_entry(key, value)?;
         self.check_open()?;
         let mut map = self.shared.map.write();
-        if let Some(existing) = map.get(key) {
+        if let Some(existing) = find(&map, key) {
             return Ok(Some(existing.to_vec()));
         }
-        map.insert(Bytes::from(key), Bytes::from(value));
+        map.insert(Key::from(key), Bytes::from(value));
         Ok(None)
     }
 
@@ -209,7 +235,14 @@ impl KeyValueStore for MemoryStore {
     fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
         check_ops(ops)?;
         self.check_open()?;
-        let ops: Vec<Op<'_>> = ops.iter().map(Op::from).collect();
+        let mut ops: Vec<Op<'_>> = ops.iter().map(Op::from).collect();
+        // Inserting in key order walks the tree down paths the previous insert left in the
+        // cache: a batch of 1000 random keys into a map of 1M went in about twice as fast
+        // sorted (a changelog restore, a `LoggedStore` commit is sorted already). The sort is
+        // stable, so of two operations on one key the later still wins.
+        if !ops.is_sorted_by(|a, b| a.key() <= b.key()) {
+            ops.sort_by(|a, b| a.key().cmp(b.key()));
+        }
         // One write lock over the whole batch is what makes it atomic to readers.
         let mut map = self.shared.map.write();
         for op in ops {
@@ -247,24 +280,25 @@ impl KeyValueStore for MemoryStore {
         if self.shared.inverted.range_is_empty(from, to) {
             return Ok(());
         }
+        let (from, to) = (from.map(Key::from), to.map(Key::from));
         let mut batch = iter::FIRST_BATCH.min(max_batch);
-        let mut taken: Vec<(Bytes, Bytes)> = Vec::with_capacity(batch);
-        let mut resume: Option<Bytes> = None;
+        let mut taken: Vec<(Key, Bytes)> = Vec::with_capacity(batch);
+        let mut resume: Option<Key> = None;
         loop {
             self.check_open()?;
             // Each stretch resumes strictly after the last key taken, as `MemoryIter` does.
             let bounds = match (&resume, reverse) {
-                (None, _) => (from, to),
-                (Some(last), false) => (Bound::Excluded(&**last), to),
-                (Some(last), true) => (from, Bound::Excluded(&**last)),
+                (None, _) => (from.as_ref(), to.as_ref()),
+                (Some(last), false) => (Bound::Excluded(last), to.as_ref()),
+                (Some(last), true) => (from.as_ref(), Bound::Excluded(last)),
             };
-            if range_is_empty(bounds.0, bounds.1) {
+            if range_is_empty(bounds.0.map(Key::as_slice), bounds.1.map(Key::as_slice)) {
                 return Ok(());
             }
             taken.reserve(batch);
             take_batch(&self.shared.map.read(), bounds, reverse, batch, &mut taken);
             let exhausted = taken.len() < batch;
-            resume = taken.last().map(|(key, _)| Arc::clone(key));
+            resume = taken.last().map(|(key, _)| key.clone());
             for (key, value) in taken.drain(..) {
                 if f(&key, &value).is_break() {
                     return Ok(());
