@@ -86,7 +86,7 @@ struct OpMetrics {
 pub enum RecordingLevel {
     /// Exact per-operation counts; no clock read.
     Counts,
-    /// Exact counts and the latency of one call in `n` per thread, `n` rounded up to a power of
+    /// Exact counts and the latency of a random one call in `n`, `n` rounded up to a power of
     /// two: `1` times every call, `0` none.
     SampledLatency(u32),
     /// Exact counts and every call's latency (Kafka Streams' `DEBUG` level).
@@ -108,7 +108,7 @@ enum Mode {
     /// No recorder: the handles are no-ops, so nothing is done at all.
     Off,
     Counts,
-    /// Time the calls whose per-thread tick has these bits clear.
+    /// Time the calls for which [`sample`] with this mask is true.
     Sampled {
         mask: u32,
     },
@@ -174,8 +174,23 @@ pub struct MeteredStore {
 }
 
 thread_local! {
-    /// Per thread, so sampling costs no shared atomic.
-    static SAMPLE_TICK: Cell<u32> = const { Cell::new(0) };
+    /// An xorshift generator per thread, so sampling costs no shared atomic, and which calls
+    /// are timed never falls in step with a workload's own period: with a counter, a loop of
+    /// alternating gets and puts would have only one of the two ever timed.
+    static SAMPLE_STATE: Cell<u64> = const { Cell::new(0x9E37_79B9_7F4A_7C15) };
+}
+
+/// True for a random one in `mask + 1` calls on this thread.
+fn sample(mask: u32) -> bool {
+    SAMPLE_STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        // The high half: xorshift's low bits are its weakest.
+        ((x >> 32) as u32) & mask == 0
+    })
 }
 
 impl MeteredStore {
@@ -243,13 +258,7 @@ impl MeteredStore {
         metrics.calls.increment(1);
         match self.mode {
             Mode::Every => Some(metrics),
-            Mode::Sampled { mask } => SAMPLE_TICK
-                .with(|tick| {
-                    let next = tick.get().wrapping_add(1);
-                    tick.set(next);
-                    next & mask == 0
-                })
-                .then_some(metrics),
+            Mode::Sampled { mask } => sample(mask).then_some(metrics),
             Mode::Counts | Mode::Off => None,
         }
     }

@@ -158,25 +158,65 @@ mod metrics_through_prometheus {
         );
     }
 
+    /// Whether `timed` of `calls` is a plausible binomial count for one call in `every`:
+    /// within six standard deviations of the mean.
+    fn about_one_in(every: f64, timed: f64, calls: f64) -> bool {
+        let p = 1.0 / every;
+        let sigma = (calls * p * (1.0 - p)).sqrt();
+        (timed - calls * p).abs() <= 6.0 * sigma
+    }
+
     #[test]
     fn sampling_keeps_counts_exact() {
-        // Each test runs on a thread of its own, so the per-thread sample tick starts at 0.
-        let sampled = gets_counted_and_timed(Some(RecordingLevel::SampledLatency(4)), 64);
-        assert_eq!(sampled, (64.0, 16.0), "one call in four timed");
+        let (counted, timed) =
+            gets_counted_and_timed(Some(RecordingLevel::SampledLatency(4)), 4096);
+        assert_eq!(counted, 4096.0);
+        assert!(
+            about_one_in(4.0, timed, 4096.0),
+            "{timed} of 4096 timed, want about 1 in 4"
+        );
     }
 
     #[test]
     fn default_level_counts_all_and_times_a_sample() {
-        let calls = 4 * DEFAULT_LATENCY_SAMPLE as usize;
-        assert_eq!(
-            gets_counted_and_timed(None, calls),
-            (calls as f64, 4.0),
-            "one call in {DEFAULT_LATENCY_SAMPLE} timed by default"
+        let calls = 64.0 * f64::from(DEFAULT_LATENCY_SAMPLE);
+        let (counted, timed) = gets_counted_and_timed(None, calls as usize);
+        assert_eq!(counted, calls);
+        assert!(
+            about_one_in(f64::from(DEFAULT_LATENCY_SAMPLE), timed, calls),
+            "{timed} of {calls} timed, want about 1 in {DEFAULT_LATENCY_SAMPLE}"
         );
         assert_eq!(
             RecordingLevel::default(),
             RecordingLevel::SampledLatency(DEFAULT_LATENCY_SAMPLE)
         );
+    }
+
+    /// Sampling does not fall in step with the workload: alternating gets and puts, both are
+    /// timed about one in four.
+    #[test]
+    fn sampling_times_every_operation_of_a_periodic_workload() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let store = metrics::with_local_recorder(&recorder, || {
+            MeteredStore::new(memory(), "p").with_recording_level(RecordingLevel::SampledLatency(4))
+        });
+        for _ in 0..2048 {
+            store.get(b"k").unwrap();
+            store.put(b"k", b"v").unwrap();
+        }
+        let rendered = recorder.handle().render();
+        for op in ["get", "put"] {
+            let labels = format!("{{store=\"p\",backend=\"memory\",operation=\"{op}\"}}");
+            let timed = find_value(
+                &rendered,
+                &format!("statestore_operation_seconds_count{labels}"),
+            );
+            let timed = timed.unwrap_or(0.0);
+            assert!(
+                about_one_in(4.0, timed, 2048.0),
+                "{op}: {timed} of 2048 timed"
+            );
+        }
     }
 
     #[test]
