@@ -243,7 +243,7 @@ fn produce(
         }
     }
     producer
-        .flush(Duration::from_secs(60))
+        .flush(Duration::from_secs(300))
         .map_err(|err| Error::backend("kafka", err))?;
     eprintln!(
         "produced lines {}..{} ({records} records) to {topic}",

@@ -8,7 +8,7 @@
 //! partitions make no progress and rejoin (see `TasksConfig::stall_timeout`).
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP` (or `STATESTORE_SKIP_KAFKA=1` to skip, printing SKIP).
-//! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 3000, 8 records each).
+//! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 1000, 8 records each).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -21,8 +21,10 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
 
-/// Long enough for a loaded 2-core machine, where tansu itself answers heartbeats late.
-const SESSION_TIMEOUT_MS: &str = "10000";
+/// Long enough for a saturated 2-core machine, where tansu on SQLite answers heartbeats late:
+/// with 10 s, the lone first instance (the leader) missed it there, which tansu 0.6 does not
+/// recover from (see the README's Known issue).
+const SESSION_TIMEOUT_MS: &str = "20000";
 
 fn bootstrap(test: &str) -> Option<String> {
     match std::env::var("STATESTORE_KAFKA_BOOTSTRAP") {
@@ -50,7 +52,7 @@ fn lines() -> u64 {
     std::env::var("STATESTORE_TASKS_LINES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3_000)
+        .unwrap_or(1_000)
 }
 
 /// Runs the binary to completion and returns its stdout.
@@ -201,15 +203,15 @@ fn killing_the_leader_while_it_commits_and_a_join_keep_counts_exact() {
 
     // B joins first, so it leads the group.
     let mut b = Instance::start(&bootstrap, &topic, &app, dirs[1].path());
-    b.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
+    b.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
     let mut a = Instance::start(&bootstrap, &topic, &app, dirs[0].path());
     let mut c = Instance::start(&bootstrap, &topic, &app, dirs[2].path());
-    a.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
-    c.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
+    a.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    c.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
     // B owns tasks, processes the second round and commits every 50 ms when it is killed.
     produce(&bootstrap, &topic, n, 2 * n);
     b.kill();
-    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(150));
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
 
     let d = Instance::start(&bootstrap, &topic, &app, dirs[3].path());
     produce(&bootstrap, &topic, 2 * n, 3 * n);
