@@ -75,8 +75,8 @@ struct OpMetrics {
 }
 
 /// What a [`MeteredStore`] records. Counts are exact at every level. A timed call costs two
-/// clock reads and a histogram record, about as much as an in-memory `get` itself, so by
-/// default only a sample of calls is timed.
+/// clock reads and a histogram record, with a Prometheus recorder some 130 ns in the bench,
+/// more than half of an in-memory `get`, so by default only a sample of calls is timed.
 ///
 /// Kafka Streams records store latencies only at its `DEBUG` recording level; its default
 /// `INFO` level records none. [`RecordingLevel::default`] sits between the two: a latency
@@ -162,7 +162,10 @@ fn recorder_installed() -> bool {
 /// use store_api::KeyValueStore;
 ///
 /// let store = MeteredStore::new(Arc::new(MemoryStore::new(Config::default())), "counts");
-/// store.put(b"k", b"v")?; // counted as statestore_operations_total{operation="put",store="counts",..}
+/// // Counted as statestore_operations_total{operation="put",store="counts",..} when a
+/// // recorder was installed before the store was made; here none was, so nothing is.
+/// store.put(b"k", b"v")?;
+/// assert_eq!(store.recording_level(), None);
 /// # Ok::<(), store_api::Error>(())
 /// ```
 pub struct MeteredStore {
