@@ -237,9 +237,10 @@ impl KeyValueStore for MemoryStore {
         self.check_open()?;
         let mut ops: Vec<Op<'_>> = ops.iter().map(Op::from).collect();
         // Inserting in key order walks the tree down paths the previous insert left in the
-        // cache: a batch of 1000 random keys into a map of 1M went in about twice as fast
-        // sorted (a changelog restore, a `LoggedStore` commit is sorted already). The sort is
-        // stable, so of two operations on one key the later still wins.
+        // cache: batches of 1000 random keys into a map of 1M went in 1.2x as fast sorted with
+        // inline keys, 1.8x with keys behind pointers (a restore batch is in log order; a
+        // `LoggedStore` commit is sorted already and skips the sort). The sort is stable, so
+        // of two operations on one key the later still wins.
         if !ops.is_sorted_by(|a, b| a.key() <= b.key()) {
             ops.sort_by(|a, b| a.key().cmp(b.key()));
         }
