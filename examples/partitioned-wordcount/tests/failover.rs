@@ -145,32 +145,41 @@ fn wait_complete(bootstrap: &str, topic: &str, app: &str, timeout: Duration) {
         .expect("consumer");
     let deadline = Instant::now() + timeout;
     loop {
-        let mut tpl = TopicPartitionList::new();
-        let mut ends = Vec::new();
-        for p in 0..4 {
-            tpl.add_partition(topic, p);
-            let (_, high) = consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .expect("watermarks");
-            ends.push(high);
-        }
-        let committed = consumer
-            .committed_offsets(tpl, Duration::from_secs(10))
-            .expect("committed");
-        let done = (0..4).all(|p| {
-            committed
-                .find_partition(topic, p)
-                .is_some_and(|e| e.offset() == Offset::Offset(ends[p as usize]))
-        });
-        if done {
-            return;
-        }
+        // A loaded broker may not answer in time: that is "not yet", until the deadline.
+        let last = match group_progress(&consumer, topic) {
+            Ok((committed, ends)) if committed == ends => return,
+            Ok((committed, ends)) => format!("group offsets {committed:?} of {ends:?}"),
+            Err(err) => format!("reading the offsets failed: {err}"),
+        };
         assert!(
             Instant::now() < deadline,
-            "group offsets {committed:?} did not reach {ends:?}"
+            "not complete within {timeout:?}: {last}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The group's committed offsets and the end offsets of the 4 partitions of `topic`.
+fn group_progress(
+    consumer: &BaseConsumer,
+    topic: &str,
+) -> rdkafka::error::KafkaResult<(Vec<Offset>, Vec<Offset>)> {
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = Vec::new();
+    for p in 0..4 {
+        tpl.add_partition(topic, p);
+        let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?;
+        ends.push(Offset::Offset(high));
+    }
+    let committed = consumer.committed_offsets(tpl, Duration::from_secs(10))?;
+    let committed = (0..4)
+        .map(|p| {
+            committed
+                .find_partition(topic, p)
+                .map_or(Offset::Invalid, |e| e.offset())
+        })
+        .collect();
+    Ok((committed, ends))
 }
 
 /// Produces lines `from..to` to `topic`.
