@@ -21,11 +21,13 @@ use store_api::Result;
 use crate::target::Target;
 
 mod btree;
+mod layout;
 mod redb;
 mod rocksdb;
 mod sled;
 
 pub use self::btree::BTreeTarget;
+pub use self::layout::LayoutTarget;
 pub use self::redb::RedbTarget;
 pub use self::rocksdb::RocksDbTarget;
 pub use self::sled::SledTarget;
