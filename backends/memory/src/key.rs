@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 /// The longest key kept inline: 30 bytes, so that a `Key` takes 32 bytes, two words more than
 /// the `Arc<[u8]>` a longer key is held by.
-const INLINE: usize = 30;
+pub const INLINE: usize = 30;
 
 /// A stored key. Keys of up to [`INLINE`] bytes (most keys: integers, UUIDs, short names)
 /// are held in the map's node, longer ones in a shared heap slice.
@@ -17,38 +17,43 @@ const INLINE: usize = 30;
 /// large sizes, and those misses are most of the cost of a lookup or an insert. Inline keys
 /// are compared within the node's own cache lines. Cloning one (an iterator taking the entries
 /// it will yield) copies 32 bytes instead of touching a shared reference count.
+///
+/// Public so that the benches' native side of the memory pair holds its keys exactly as the
+/// backend does; the bytes past an inline key's length are zero, which the type guarantees.
 #[derive(Clone)]
-pub(crate) enum Key {
-    /// `bytes[..len]` is the key.
+pub struct Key(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// `bytes[..len]` is the key; the rest of `bytes` is zero.
     Inline { len: u8, bytes: [u8; INLINE] },
     /// A key longer than [`INLINE`] bytes.
     Shared(Arc<[u8]>),
 }
 
 impl Key {
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Key::Shared(shared) => shared,
+    /// The key's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Shared(shared) => shared,
         }
     }
-}
 
-impl Key {
     /// `key` held inline, or `None` when it is too long to be.
-    pub(crate) fn inline(key: &[u8]) -> Option<Key> {
+    pub fn inline(key: &[u8]) -> Option<Key> {
         let len = u8::try_from(key.len())
             .ok()
             .filter(|&len| usize::from(len) <= INLINE)?;
         let mut bytes = [0; INLINE];
         bytes[..key.len()].copy_from_slice(key);
-        Some(Key::Inline { len, bytes })
+        Some(Key(Repr::Inline { len, bytes }))
     }
 }
 
 impl From<&[u8]> for Key {
     fn from(key: &[u8]) -> Self {
-        Key::inline(key).unwrap_or_else(|| Key::Shared(Arc::from(key)))
+        Key::inline(key).unwrap_or_else(|| Key(Repr::Shared(Arc::from(key))))
     }
 }
 
@@ -87,10 +92,10 @@ impl PartialOrd for Key {
 /// where the shorter one, the prefix, comes first.
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> Ordering {
-        match (self, other) {
+        match (&self.0, &other.0) {
             (
-                Key::Inline { len, bytes },
-                Key::Inline {
+                Repr::Inline { len, bytes },
+                Repr::Inline {
                     len: other_len,
                     bytes: other_bytes,
                 },
@@ -145,8 +150,8 @@ mod tests {
             }
         }
         let stored: Vec<Key> = keys.iter().map(|key| Key::from(&key[..])).collect();
-        assert!(matches!(stored[3], Key::Inline { .. }));
-        assert!(matches!(stored[4], Key::Shared(_)));
+        assert!(matches!(stored[3].0, Repr::Inline { .. }));
+        assert!(matches!(stored[4].0, Repr::Shared(_)));
         for (a, key_a) in keys.iter().zip(&stored) {
             assert_eq!(key_a.as_slice(), &a[..]);
             for (b, key_b) in keys.iter().zip(&stored) {

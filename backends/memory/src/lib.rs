@@ -33,7 +33,7 @@
 
 mod config;
 mod iter;
-mod key;
+pub mod key;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
