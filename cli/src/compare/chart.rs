@@ -225,19 +225,7 @@ mod tests {
     use super::*;
 
     fn run(backend: &str, ops: f64, persistent: bool) -> Measurement {
-        Measurement {
-            workload: "x".into(),
-            backend: backend.into(),
-            persistent,
-            records: 1,
-            operations: 1,
-            seconds: 1.0,
-            ops_per_sec: ops,
-            p50_us: 1.0,
-            p99_us: 2.0,
-            bytes_on_disk: 1,
-            ratio_to_best: 0.0,
-        }
+        Measurement::sample("x", backend, ops, 1, persistent)
     }
 
     fn ratios(bars: &[SummaryBar]) -> Vec<(&str, f64)> {

@@ -42,6 +42,32 @@ pub struct Measurement {
     pub ratio_to_best: f64,
 }
 
+#[cfg(test)]
+impl Measurement {
+    /// A measurement of `backend` at `ops_per_sec` on `workload`, for tests of what reads them.
+    pub(crate) fn sample(
+        workload: &str,
+        backend: &str,
+        ops_per_sec: f64,
+        bytes_on_disk: u64,
+        persistent: bool,
+    ) -> Measurement {
+        Measurement {
+            workload: workload.into(),
+            backend: backend.into(),
+            persistent,
+            records: 1,
+            operations: 1,
+            seconds: 1.0,
+            ops_per_sec,
+            p50_us: 1.0,
+            p99_us: 2.0,
+            bytes_on_disk,
+            ratio_to_best: 1.0,
+        }
+    }
+}
+
 /// Where and how long runs go.
 #[derive(Debug, Clone)]
 pub struct RunPlan<'a> {

@@ -224,19 +224,7 @@ mod tests {
     use super::*;
 
     fn run(backend: &str, ops: f64, disk: u64, persistent: bool) -> Measurement {
-        Measurement {
-            workload: "ycsb_a".into(),
-            backend: backend.into(),
-            persistent,
-            records: 1,
-            operations: 1,
-            seconds: 1.0,
-            ops_per_sec: ops,
-            p50_us: 1.0,
-            p99_us: 2.0,
-            bytes_on_disk: disk,
-            ratio_to_best: 1.0,
-        }
+        Measurement::sample("ycsb_a", backend, ops, disk, persistent)
     }
 
     #[test]
