@@ -43,7 +43,7 @@ mod workload;
 
 pub use driver::{Driver, preload, prepare};
 pub use fixture::{Fixture, dir_size, open_store};
-pub use target::{ApiTarget, Target};
+pub use target::{ApiTarget, Target, read_bytes};
 pub use workload::{FULL_RECORDS, FULL_YCSB_RECORDS, LOAD_BATCH, Scale, UnknownWorkload, Workload};
 
 /// The backends this build of statestore includes, in the order reports list them.

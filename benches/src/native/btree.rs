@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 use store_api::Result;
 
 use crate::data::Key;
-use crate::target::Target;
+use crate::target::{Target, read_bytes};
 
 /// A `BTreeMap<Vec<u8>, Vec<u8>>` in a `RwLock`, with the memory backend's lock discipline:
 /// reads share the lock, each write or batch holds it exclusively, a scan holds it shared for
@@ -28,7 +28,10 @@ impl BTreeTarget {
 
 impl Target for BTreeTarget {
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
-        Ok(self.map.read().get(key).map(Vec::len))
+        Ok(self.map.read().get(key).map(|value| {
+            read_bytes(value);
+            value.len()
+        }))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -48,8 +51,9 @@ impl Target for BTreeTarget {
         let map = self.map.read();
         let pairs = map.range::<[u8], _>((Bound::Included(from), Bound::Unbounded));
         let mut read = 0;
-        for pair in pairs.take(limit) {
-            std::hint::black_box(pair);
+        for (key, value) in pairs.take(limit) {
+            read_bytes(key);
+            read_bytes(value);
             read += 1;
         }
         Ok(read)

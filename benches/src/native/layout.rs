@@ -9,7 +9,7 @@ use statestore::memory::key::Key as MapKey;
 use store_api::Result;
 
 use crate::data::Key;
-use crate::target::Target;
+use crate::target::{Target, read_bytes};
 
 /// A `BTreeMap` of the memory backend's layout (short keys inline, values in `Arc<[u8]>`)
 /// behind a `parking_lot::RwLock`, used as a caller of the map alone would: reads look at
@@ -30,11 +30,10 @@ impl LayoutTarget {
 
 impl Target for LayoutTarget {
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
-        Ok(self
-            .map
-            .read()
-            .get(&MapKey::from(key))
-            .map(|value| value.len()))
+        Ok(self.map.read().get(&MapKey::from(key)).map(|value| {
+            read_bytes(value);
+            value.len()
+        }))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -63,7 +62,8 @@ impl Target for LayoutTarget {
         let pairs = map.range::<MapKey, _>((Bound::Included(&from), Bound::Unbounded));
         let mut read = 0;
         for (key, value) in pairs.take(limit) {
-            std::hint::black_box((key.as_slice(), &**value));
+            read_bytes(key.as_slice());
+            read_bytes(value);
             read += 1;
         }
         Ok(read)

@@ -8,7 +8,7 @@ use store_api::{Error, Result};
 
 use super::DiskTarget;
 use crate::data::Key;
-use crate::target::Target;
+use crate::target::{Target, read_bytes};
 
 /// The backend's one table (its name is private to the backend, so it is repeated here;
 /// `tests/native_layout.rs` checks that the backend reads what this adapter writes).
@@ -84,7 +84,10 @@ impl Target for RedbTarget {
         let txn = self.db.begin_read().map_err(native)?;
         let table = txn.open_table(TABLE).map_err(native)?;
         let value = table.get(key).map_err(native)?;
-        Ok(value.map(|guard| guard.value().len()))
+        Ok(value.map(|guard| {
+            read_bytes(guard.value());
+            guard.value().len()
+        }))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -105,7 +108,9 @@ impl Target for RedbTarget {
         let table = txn.open_table(TABLE).map_err(native)?;
         let mut read = 0;
         for item in table.range(from..).map_err(native)?.take(limit) {
-            item.map_err(native)?;
+            let (key, value) = item.map_err(native)?;
+            read_bytes(key.value());
+            read_bytes(value.value());
             read += 1;
         }
         Ok(read)

@@ -8,7 +8,7 @@ use store_api::{Error, Result};
 
 use super::DiskTarget;
 use crate::data::Key;
-use crate::target::Target;
+use crate::target::{Target, read_bytes};
 
 /// A RocksDB database in the default column family, as the backend keeps it, opened with the
 /// options the backend builds from `statestore_rocksdb::Config::default()` (its own
@@ -69,7 +69,10 @@ impl DiskTarget for RocksDbTarget {
 impl Target for RocksDbTarget {
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
         let value = self.db.get_pinned(key).map_err(native)?;
-        Ok(value.map(|pinned| pinned.len()))
+        Ok(value.map(|pinned| {
+            read_bytes(&pinned);
+            pinned.len()
+        }))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -90,7 +93,12 @@ impl Target for RocksDbTarget {
         let mut iter = self.db.raw_iterator_opt(ReadOptions::default());
         iter.seek(from);
         let mut read = 0;
-        while read < limit && iter.item().is_some() {
+        while read < limit {
+            let Some((key, value)) = iter.item() else {
+                break;
+            };
+            read_bytes(key);
+            read_bytes(value);
             read += 1;
             iter.next();
         }

@@ -7,7 +7,7 @@ use store_api::{Error, Result};
 
 use super::DiskTarget;
 use crate::data::Key;
-use crate::target::Target;
+use crate::target::{Target, read_bytes};
 
 /// A sled database opened with the settings of `statestore_sled::Config::default()` (its own
 /// `to_sled`; as of this writing a 1 GiB cache, buffers written every 500 ms, low-space
@@ -57,7 +57,10 @@ impl DiskTarget for SledTarget {
 
 impl Target for SledTarget {
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
-        Ok(self.db.get(key).map_err(native)?.map(|value| value.len()))
+        Ok(self.db.get(key).map_err(native)?.map(|value| {
+            read_bytes(&value);
+            value.len()
+        }))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -75,7 +78,9 @@ impl Target for SledTarget {
     fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {
         let mut read = 0;
         for item in self.db.range(from..).take(limit) {
-            item.map_err(native)?;
+            let (key, value) = item.map_err(native)?;
+            read_bytes(&key);
+            read_bytes(&value);
             read += 1;
         }
         Ok(read)
