@@ -12,11 +12,12 @@
 //! options this crate never sees, and it keeps the store's files and locks in place.
 
 use std::ops::{Bound, ControlFlow};
+use std::sync::mpsc::{self, SyncSender};
 
 use store_api::{BatchOp, KeyValueStore, Result, WriteBatch};
 
 use crate::checkpoint::Checkpoint;
-use crate::commits::CommitReader;
+use crate::commits::{CommitReader, Released};
 use crate::record::Changelog;
 
 /// Records per restore `WriteBatch` unless configured otherwise: 1000, as many as Kafka
@@ -142,6 +143,11 @@ pub fn restore(
 /// Applies the updates the reader releases up to `target` to `store`, batch by batch, and
 /// returns how many were applied. A commit larger than a batch is applied in several store
 /// batches; the checkpoint is only written once the restore reached a commit end.
+///
+/// Reading and applying overlap: a thread reads and decodes the next batches from the log
+/// (at most [`READ_AHEAD`] ahead) while this one applies the current one to the store, so a
+/// restore takes about as long as the slower of the two rather than their sum. On an error
+/// of either side nothing after it is applied.
 fn replay(
     store: &dyn KeyValueStore,
     log: &dyn Changelog,
@@ -153,25 +159,72 @@ fn replay(
     let Some(target) = target else {
         return Ok(0);
     };
-    let mut total = 0u64;
+    std::thread::scope(|scope| {
+        let (batches, received) = mpsc::sync_channel(READ_AHEAD);
+        let reading = scope.spawn(move || read_ahead(reader, target, batch_records, &batches));
+        let mut total = 0u64;
+        let mut outcome = Ok(());
+        for released in &received {
+            let released: Released = match released {
+                Ok(released) => released,
+                Err(err) => {
+                    outcome = Err(err);
+                    break;
+                }
+            };
+            let count = released.ops.len();
+            if count > 0
+                && let Err(err) = store.write(released.ops.into_iter().collect())
+            {
+                outcome = Err(err);
+                break;
+            }
+            total += count as u64;
+            if let Some(last_read) = released.last_read {
+                listener.on_batch(log.topic(), log.partition(), last_read, count);
+            }
+        }
+        // A reader blocked on a full channel sees it closed and stops.
+        drop(received);
+        if let Err(panic) = reading.join() {
+            std::panic::resume_unwind(panic);
+        }
+        outcome.map(|()| total)
+    })
+}
+
+/// Batches a restore keeps read ahead of the store: two, so the reader can decode one while
+/// the store applies another and a third waits.
+const READ_AHEAD: usize = 2;
+
+/// The reading side of [`replay`]: sends each batch the reader releases up to `target`, or
+/// the read's error, and stops when the receiver has gone.
+fn read_ahead(
+    reader: &mut CommitReader<'_>,
+    target: u64,
+    batch_records: usize,
+    batches: &SyncSender<Result<Released>>,
+) {
     while reader.position() <= target {
-        let released = reader.read(batch_records)?;
-        let Some(last_read) = released.last_read else {
+        let released = match reader.read(batch_records) {
+            Ok(released) => released,
+            Err(err) => {
+                let _receiver_gone = batches.send(Err(err));
+                return;
+            }
+        };
+        if released.last_read.is_none() {
             // Nothing at or below the target: the log answered short, or its records up to
             // the target were compacted away meanwhile (then the reader moved past it).
             if reader.position() <= target {
-                break;
+                return;
             }
             continue;
-        };
-        let count = released.ops.len();
-        if count > 0 {
-            store.write(released.ops.into_iter().collect())?;
         }
-        total += count as u64;
-        listener.on_batch(log.topic(), log.partition(), last_read, count);
+        if batches.send(Ok(released)).is_err() {
+            return;
+        }
     }
-    Ok(total)
 }
 
 fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
