@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A local Kafka-protocol broker (tansu) on loopback for the Kafka changelog's integration tests.
 #
-#   scripts/broker.sh install  install tansu if missing (nothing else)
-#   scripts/broker.sh start    install tansu if missing, start it, print the bootstrap address
+#   scripts/broker.sh install  build the patched tansu if missing (nothing else; see below)
+#   scripts/broker.sh start    build it if missing, start it, print the bootstrap address
 #   scripts/broker.sh stop     stop it and remove its working directory
 #   scripts/broker.sh status   print the bootstrap address and pid; exit 1 when not running
+#   scripts/broker.sh bin      print the patched tansu's path; exit 1 when it is not built
 #
 # Typical use:
 #   export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)
@@ -20,6 +21,8 @@
 #   STATESTORE_KAFKA_PORT     port to listen on (default 19092)
 #   STATESTORE_BROKER_STATE   state file (default ${TMPDIR:-/tmp}/statestore-broker.env)
 #   STATESTORE_BROKER_WAIT    seconds to wait for the port to accept connections (default 60)
+#   STATESTORE_BROKER_HOME    where the patched tansu is built and kept
+#                             (default ${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker)
 set -euo pipefail
 
 PORT="${STATESTORE_KAFKA_PORT:-19092}"
@@ -48,21 +51,117 @@ alive() {
   [[ "$stat" != Z* ]]
 }
 
+# The broker is tansu 0.6.0 built from its crates.io sources with one fix, under its own name,
+# so an unpatched `tansu` on the PATH or in ~/.cargo/bin is never used.
+#
+# The bug: tansu-storage 0.6.0's SQLite engine cannot answer DescribeGroups. In
+# `tansu-storage-0.6.0/src/lite.rs`, `describe_groups` reads the group's stored JSON text and
+# maps it with `serde_json::Value::from`, which makes a JSON *string* of it rather than parsing
+# it, so decoding that into a `GroupDetail` always fails and every DescribeGroups answers with
+# an error. The one-line fix parses the text, as `update_group` in the same file already does:
+#   .map(serde_json::Value::from)
+#   -> .and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))
+# (`limbo.rs` has the same bug; only `sqlite://`, the libsql feature, is used here.) Upstream,
+# tansu continues as `nisshi` (0.8.x on crates.io), which needs rustc 1.96: move the test
+# broker to it once the toolchain has it.
+#
+# Bump TANSU_BUILD whenever the patch changes: it names the install directory, so every
+# machine (CI too) builds the new one once.
+TANSU_VERSION=0.6.0
+TANSU_BUILD="tansu-$TANSU_VERSION-statestore.1"
+BROKER_HOME="${STATESTORE_BROKER_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker}"
+TANSU_ROOT="$BROKER_HOME/$TANSU_BUILD"
+
 tansu_bin() {
-  if command -v tansu >/dev/null 2>&1; then
-    command -v tansu
-  elif [[ -x "$HOME/.cargo/bin/tansu" ]]; then
-    echo "$HOME/.cargo/bin/tansu"
-  else
-    return 1
-  fi
+  [[ -x "$TANSU_ROOT/bin/tansu" ]] || return 1
+  echo "$TANSU_ROOT/bin/tansu"
 }
+
+# Applies the DescribeGroups fix to the tansu-storage sources in directory $1. Fails unless the
+# buggy line occurs exactly once, inside describe_groups, and the fix is there afterwards.
+patch_storage() {
+  local file="$1/src/lite.rs"
+  local bug='.map(serde_json::Value::from)'
+  local fix='.and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))'
+  [[ $(grep -cF "$bug" "$file") == 1 ]] ||
+    die "expected one '$bug' in $file; the patch does not fit these sources"
+  local line
+  line=$(grep -nF "$bug" "$file" | cut -d: -f1)
+  sed -n "$((line - 30)),${line}p" "$file" | grep -q 'async fn describe_groups' ||
+    die "'$bug' in $file is not in describe_groups; the patch does not fit these sources"
+  local text
+  text=$(<"$file")
+  printf '%s\n' "${text/"$bug"/"$fix"}" >"$file"
+  [[ $(grep -cF "$bug" "$file") == 0 && $(grep -cF "$fix" "$file") == 1 ]] ||
+    die "patching $file failed"
+}
+
+# One line per [[package]] entry of the Cargo.lock $1.
+lock_entries() { awk 'BEGIN { RS = "" } { gsub(/\n/, " "); print }' "$1"; }
 
 install_tansu() {
   tansu_bin >/dev/null && return 0
-  log "tansu not found; installing it (cargo install tansu --locked --features libsql, ~9 min)"
-  cargo install tansu --locked --features libsql >&2
-  tansu_bin >/dev/null || die "cargo install tansu finished but no tansu binary was found"
+  command -v cargo >/dev/null || die "cargo is needed to build the broker"
+  mkdir -p "$BROKER_HOME"
+  # Two installs at once (test.sh and a manual start) would build twice: the second waits.
+  exec 9>"$BROKER_HOME/install.lock"
+  flock 9
+  if tansu_bin >/dev/null; then
+    exec 9>&-
+    return 0
+  fi
+  log "building $TANSU_BUILD (tansu $TANSU_VERSION with the DescribeGroups fix) into" \
+    "$TANSU_ROOT: a release build of about 400 crates, 20 CPU-minutes (18 min here on 2 shared cores)"
+  local started=$SECONDS
+  work=$(mktemp -d "${TMPDIR:-/tmp}/statestore-tansu-build.XXXXXX")
+  # A failed build leaves nothing behind (its target directory holds gigabytes).
+  trap 'rm -rf "$work"' EXIT
+
+  # The crate sources come from crates.io through cargo itself: `cargo fetch` for a throwaway
+  # package that depends on both leaves their .crate archives in cargo's registry cache.
+  mkdir -p "$work/fetch/src"
+  : >"$work/fetch/src/lib.rs"
+  printf '%s\n' \
+    '[package]' 'name = "statestore-tansu-fetch"' 'version = "0.0.0"' 'edition = "2021"' \
+    '[dependencies]' \
+    "tansu = { version = \"=$TANSU_VERSION\", default-features = false }" \
+    "tansu-storage = { version = \"=$TANSU_VERSION\", default-features = false }" \
+    '[workspace]' >"$work/fetch/Cargo.toml"
+  cargo fetch --manifest-path "$work/fetch/Cargo.toml" \
+    --target "$(rustc -vV | sed -n 's/^host: //p')" >&2
+  local crate archive
+  for crate in tansu tansu-storage; do
+    archive=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/cache" \
+      -name "$crate-$TANSU_VERSION.crate" | head -n 1)
+    [[ -n "$archive" ]] || die "cargo fetch left no $crate-$TANSU_VERSION.crate"
+    tar -xzf "$archive" -C "$work"
+  done
+  local src="$work/tansu-$TANSU_VERSION" storage="$work/tansu-storage-$TANSU_VERSION"
+  patch_storage "$storage"
+
+  # tansu's own Cargo.lock pins every dependency. The patch must turn only tansu-storage's
+  # entry into a path entry: resolve once without --locked, check that nothing else moved,
+  # then build with --locked.
+  printf '\n[workspace]\n\n[patch.crates-io]\ntansu-storage = { path = "%s" }\n' "$storage" \
+    >>"$src/Cargo.toml"
+  cp "$src/Cargo.lock" "$work/Cargo.lock.orig"
+  cargo metadata --format-version 1 --manifest-path "$src/Cargo.toml" >/dev/null
+  local moved
+  moved=$(diff <(lock_entries "$work/Cargo.lock.orig") <(lock_entries "$src/Cargo.lock") |
+    grep '^[<>]' | grep -vF 'name = "tansu-storage"' || true)
+  [[ -z "$moved" ]] || die "the patch moved other entries of tansu's Cargo.lock: $moved"
+  diff -q "$work/Cargo.lock.orig" "$src/Cargo.lock" >/dev/null &&
+    die "tansu-storage is still the crates.io one in Cargo.lock; the patch was not applied"
+
+  # Its own target directory, removed afterwards: tansu's build must not fill the workspace's
+  # shared cache.
+  CARGO_TARGET_DIR="$work/target" cargo install --locked --path "$src" --features libsql \
+    --root "$TANSU_ROOT" >&2
+  rm -rf "$work"
+  trap - EXIT
+  exec 9>&-
+  tansu_bin >/dev/null || die "cargo install finished but $TANSU_ROOT/bin/tansu is missing"
+  log "built $TANSU_BUILD in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
 }
 
 start() {
@@ -144,8 +243,9 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  bin) tansu_bin || die "$TANSU_BUILD is not built; scripts/broker.sh install builds it" ;;
   *)
-    echo "usage: $0 install|start|stop|status" >&2
+    echo "usage: $0 install|start|stop|status|bin" >&2
     exit 2
     ;;
 esac

@@ -32,8 +32,9 @@ const FETCH_WAIT_MS: &str = "20";
 /// changelogs, and a stale assignment is noticed.
 const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The longest the group-list request is left alone after it failed (tansu 0.6 on SQLite
-/// fails every `DescribeGroups` and closes the connection, which the group's heartbeats share).
+/// The longest the group-list request is left alone after it failed: a coordinator that cannot
+/// describe groups (unpatched tansu 0.6 on SQLite, see `scripts/broker.sh`) also closes the
+/// connection, which the group's heartbeats share.
 const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
 
 /// One input record and the task it belongs to, handed to the processor.

@@ -2,8 +2,8 @@
 //! owns, read with `DescribeGroups`.
 //!
 //! Kafka reports each member's client id and assignment. tansu 0.6 sends only the member ids
-//! (empty client ids and assignments; on its SQLite engine the request fails altogether); a
-//! member id is `<client.id>-<uuid>` on both brokers,
+//! (empty client ids and assignments; its SQLite engine answers at all only with the fix that
+//! `scripts/broker.sh` applies); a member id is `<client.id>-<uuid>` on both brokers,
 //! and with the eager `range` or `roundrobin` assignor the assignment is a function of the
 //! sorted member ids and the partition count (librdkafka's assignors sort members by member
 //! id, memcmp order, as Kafka's do). So the view computes what the coordinator does not

@@ -13,7 +13,9 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use statestore_changelog::{Changelog, KafkaConfig, KafkaLog, TaskId};
+use statestore_changelog::{
+    CHECKPOINT_FILE, Changelog, KafkaConfig, KafkaLog, TaskId, TopicPartition, read_checkpoint,
+};
 use statestore_tasks::{Application, AssignmentStrategy, TaskEvent, TaskEventKind, TasksConfig};
 use store_api::ErrorKind;
 use support::*;
@@ -424,9 +426,21 @@ fn task_dirs(state_dir: &Path, app: &str) -> Vec<TaskId> {
     ids
 }
 
+/// The checkpoint of task `0_<partition>`'s `counts` store in `state_dir`.
+fn checkpoint_of(state_dir: &Path, app: &str, partition: u32) -> Option<u64> {
+    let file = state_dir
+        .join(app)
+        .join(format!("0_{partition}"))
+        .join(CHECKPOINT_FILE);
+    let entries = read_checkpoint(&file).expect("checkpoint")?;
+    let key = TopicPartition::new(format!("{app}-counts-changelog"), partition);
+    entries.get(&key).copied()
+}
+
+/// With one standby replica, each of two instances keeps a copy of the other's tasks (never of
+/// its own), the copies follow the changelog while the owner processes, cleanup keeps them, and
+/// when the owner leaves, the promoted copies restore nothing: they were at the changelog's end.
 #[test]
-#[ignore = "tansu 0.6 on SQLite fails every DescribeGroups (a JSON decoding error) and closes \
-            the connection, so no member list and no standby; run against Kafka with --ignored"]
 fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() {
     let Some(bootstrap) =
         bootstrap("a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks")
@@ -439,7 +453,7 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
         dir_a,
         dir_b,
         n,
-        expected,
+        mut expected,
     } = Setup::new(&bootstrap, "tasks-standby");
     let with_standby = |dir: &Path| TasksConfig {
         num_standby_replicas: 1,
@@ -466,9 +480,36 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
     std::thread::sleep(Duration::from_millis(2_500));
     assert_eq!(task_dirs(dir_a.path(), &app).len(), 4);
 
-    // B's standby copies of A's tasks have caught up (they poll every second); A leaves.
+    // A second round while the copies exist: they must follow the changelog, not only restore
+    // once when they open.
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || changelog_counts(
+            &bootstrap, &app, PARTITIONS
+        ) == expected),
+        "the second round was not counted"
+    );
+    assert!(split(), "the assignment moved during the second round");
     let a_tasks: Vec<u32> = a.tasks.lock().iter().map(|t| t.partition).collect();
     let ends = end_offsets(&bootstrap, &app);
+    let current = || {
+        a_tasks
+            .iter()
+            .all(|&p| checkpoint_of(dir_b.path(), &app, p).map(|c| c + 1) == Some(ends[p as usize]))
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), current),
+        "B's copies of {a_tasks:?} are at {:?}, the changelogs end at {ends:?}",
+        a_tasks
+            .iter()
+            .map(|&p| checkpoint_of(dir_b.path(), &app, p))
+            .collect::<Vec<_>>()
+    );
+
+    // A leaves; B takes its tasks over from the copies: the tail past them is empty.
     a.stop();
     assert!(wait_until(Duration::from_secs(30), || b.owned() == 4));
     let b_events = b.stop();
@@ -484,6 +525,7 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
             })
             .expect("B took A's task");
         assert!(!restored.wiped, "task 0_{p}: {restored:?}");
+        assert_eq!(restored.from, ends[p as usize], "task 0_{p}: {restored:?}");
         assert_eq!(restored.records, 0, "task 0_{p}: {restored:?}");
         assert_eq!(restored.checkpoint.map(|c| c + 1), Some(ends[p as usize]));
     }
@@ -539,13 +581,26 @@ struct OwnBroker {
 }
 
 impl OwnBroker {
+    /// `STATESTORE_TANSU_BIN`, else the patched tansu that `scripts/broker.sh` builds and runs
+    /// (see its `bin` command).
     fn tansu() -> std::path::PathBuf {
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let installed = home.map(|h| h.join(".cargo/bin/tansu"));
-        match installed {
-            Some(path) if path.exists() => path,
-            _ => "tansu".into(),
+        if let Some(bin) = std::env::var_os("STATESTORE_TANSU_BIN") {
+            return bin.into();
         }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh");
+        let out = std::process::Command::new(script)
+            .arg("bin")
+            .output()
+            .expect("run scripts/broker.sh bin");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .expect("a UTF-8 path")
+            .trim()
+            .into()
     }
 
     fn start() -> OwnBroker {
@@ -573,7 +628,7 @@ impl OwnBroker {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("start tansu (scripts/broker.sh install installs it)");
+            .expect("start tansu");
         let up = wait_until(Duration::from_secs(30), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });

@@ -24,8 +24,8 @@ use statestore_changelog::KafkaConfig;
 pub const BOOTSTRAP_ENV: &str = "STATESTORE_KAFKA_BOOTSTRAP";
 /// Set to `1` to skip the Kafka tests on a machine without the broker.
 pub const SKIP_ENV: &str = "STATESTORE_SKIP_KAFKA";
-/// The tansu binary for tests that run their own broker (default: `tansu` on `PATH`, then
-/// `~/.cargo/bin/tansu`).
+/// The tansu binary for tests that run their own broker (default: the patched one that
+/// `scripts/broker.sh` builds, see its `bin` command).
 pub const TANSU_ENV: &str = "STATESTORE_TANSU_BIN";
 
 /// Writes `line` to the real stdout, past the test harness's capture.
@@ -201,15 +201,15 @@ fn tansu_bin() -> PathBuf {
     if let Ok(bin) = std::env::var(TANSU_ENV) {
         return PathBuf::from(bin);
     }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("tansu"))
-            .find(|candidate| candidate.is_file())
-    });
-    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin/tansu"));
-    on_path.or(home.filter(|h| h.is_file())).unwrap_or_else(|| {
-        panic!(
-            "no tansu binary: run scripts/broker.sh start (it installs tansu) or set {TANSU_ENV}"
-        )
-    })
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh");
+    let out = std::process::Command::new(script)
+        .arg("bin")
+        .output()
+        .expect("running scripts/broker.sh bin");
+    assert!(
+        out.status.success(),
+        "no tansu binary: {} (or set {TANSU_ENV})",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    PathBuf::from(String::from_utf8(out.stdout).expect("a UTF-8 path").trim())
 }
