@@ -51,24 +51,31 @@ alive() {
   [[ "$stat" != Z* ]]
 }
 
-# The broker is tansu 0.6.0 built from its crates.io sources with one fix, under its own name,
-# so an unpatched `tansu` on the PATH or in ~/.cargo/bin is never used.
+# The broker is tansu 0.6.0 built from its crates.io sources with two fixes to tansu-storage's
+# SQLite engine (`tansu-storage-0.6.0/src/lite.rs`), under its own name, so an unpatched
+# `tansu` on the PATH or in ~/.cargo/bin is never used.
 #
-# The bug: tansu-storage 0.6.0's SQLite engine cannot answer DescribeGroups. In
-# `tansu-storage-0.6.0/src/lite.rs`, `describe_groups` reads the group's stored JSON text and
-# maps it with `serde_json::Value::from`, which makes a JSON *string* of it rather than parsing
-# it, so decoding that into a `GroupDetail` always fails and every DescribeGroups answers with
-# an error. The one-line fix parses the text, as `update_group` in the same file already does:
-#   .map(serde_json::Value::from)
-#   -> .and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))
-# (`limbo.rs` has the same bug; only `sqlite://`, the libsql feature, is used here.) Upstream,
-# tansu continues as `nisshi` (0.8.x on crates.io), which needs rustc 1.96: move the test
-# broker to it once the toolchain has it.
+# 1. DescribeGroups always failed: `describe_groups` reads the group's stored JSON text and maps
+#    it with `serde_json::Value::from`, which makes a JSON *string* of it rather than parsing
+#    it, so decoding that into a `GroupDetail` fails. The one-line fix parses the text, as
+#    `update_group` in the same file already does:
+#      .map(serde_json::Value::from)
+#      -> .and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))
+#    (`limbo.rs` has the same bug; only `sqlite://`, the libsql feature, is used here.)
+# 2. A fetch looked up each record's headers with a full scan of the `header` table, which
+#    has no index and holds the headers of every record of every topic: a fetch of N records
+#    cost N scans of the broker's whole history (3.7 ms a record at 47k headers), so a 10k-record
+#    restore outlived its 30 s timeout, and fetches slowed down all day. The fix adds one DDL
+#    entry, `create index if not exists header_topition_offset_id on header (topition,
+#    offset_id)`, which also indexes an existing database when the broker starts.
+#
+# Upstream, tansu continues as `nisshi` (0.8.x on crates.io), which needs rustc 1.96: move the
+# test broker to it once the toolchain has it.
 #
 # Bump TANSU_BUILD whenever the patch changes: it names the install directory, so every
 # machine (CI too) builds the new one once.
 TANSU_VERSION=0.6.0
-TANSU_BUILD="tansu-$TANSU_VERSION-statestore.1"
+TANSU_BUILD="tansu-$TANSU_VERSION-statestore.2"
 BROKER_HOME="${STATESTORE_BROKER_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker}"
 TANSU_ROOT="$BROKER_HOME/$TANSU_BUILD"
 
@@ -77,23 +84,32 @@ tansu_bin() {
   echo "$TANSU_ROOT/bin/tansu"
 }
 
-# Applies the DescribeGroups fix to the tansu-storage sources in directory $1. Fails unless the
-# buggy line occurs exactly once, inside describe_groups, and the fix is there afterwards.
+# Replaces the one occurrence of $2 in file $1 with $3; fails unless $2 occurs exactly once
+# and $3 is there afterwards.
+replace_once() {
+  local file=$1 old=$2 new=$3 text
+  [[ $(grep -cF "$old" "$file") == 1 ]] ||
+    die "expected one '$old' in $file; the patch does not fit these sources"
+  text=$(<"$file")
+  printf '%s\n' "${text/"$old"/"$new"}" >"$file"
+  grep -qF "$new" "$file" || die "patching $file failed"
+}
+
+# Applies both fixes to the tansu-storage sources in directory $1.
 patch_storage() {
   local file="$1/src/lite.rs"
   local bug='.map(serde_json::Value::from)'
-  local fix='.and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))'
-  [[ $(grep -cF "$bug" "$file") == 1 ]] ||
-    die "expected one '$bug' in $file; the patch does not fit these sources"
   local line
   line=$(grep -nF "$bug" "$file" | cut -d: -f1)
-  sed -n "$((line - 30)),${line}p" "$file" | grep -q 'async fn describe_groups' ||
-    die "'$bug' in $file is not in describe_groups; the patch does not fit these sources"
-  local text
-  text=$(<"$file")
-  printf '%s\n' "${text/"$bug"/"$fix"}" >"$file"
-  [[ $(grep -cF "$bug" "$file") == 0 && $(grep -cF "$fix" "$file") == 1 ]] ||
-    die "patching $file failed"
+  [[ -n "$line" ]] && sed -n "$((line - 30)),${line}p" "$file" | grep -q 'async fn describe_groups' ||
+    die "'$bug' is not in describe_groups of $file; the patch does not fit these sources"
+  replace_once "$file" "$bug" \
+    '.and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))'
+  local header='("040-header.sql", include_sql!("ddl/040-header.sql")),'
+  replace_once "$file" "$header" "$header
+        (\"041-header-index.sql\", include_sql!(\"ddl/041-header-index.sql\")),"
+  echo 'create index if not exists header_topition_offset_id on header (topition, offset_id);' \
+    >"$1/src/ddl/041-header-index.sql"
 }
 
 # One line per [[package]] entry of the Cargo.lock $1.
@@ -110,7 +126,7 @@ install_tansu() {
     exec 9>&-
     return 0
   fi
-  log "building $TANSU_BUILD (tansu $TANSU_VERSION with the DescribeGroups fix) into" \
+  log "building $TANSU_BUILD (tansu $TANSU_VERSION with the two fixes described in broker.sh) into" \
     "$TANSU_ROOT: a release build of about 400 crates, 20 CPU-minutes (18 min here on 2 shared cores)"
   local started=$SECONDS
   work=$(mktemp -d "${TMPDIR:-/tmp}/statestore-tansu-build.XXXXXX")

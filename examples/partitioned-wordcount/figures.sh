@@ -2,20 +2,23 @@
 # Measures the README's scale-out figures with the release build of partitioned-wordcount:
 #   1. restore of the 4 tasks' changelogs into a fresh state directory, one task after another
 #      (--restore-parallelism 1) against all 4 at once (--restore-parallelism 4);
-#   2. failover without standbys: from the kill -9 of an instance to the first record the
-#      survivor processes on each of its tasks.
+#   2. failover with 0 and with 1 standby replica: from the kill -9 of an instance to the
+#      first record the survivor processes on each of the victim's tasks.
 #
 #   examples/partitioned-wordcount/figures.sh [KEYS]    (default 1000000 distinct keys)
 #
 # Environment: STATESTORE_KAFKA_BOOTSTRAP (default 127.0.0.1:19092), BACKEND (default rocksdb),
 # SESSION_TIMEOUT_MS (default 10000), PROFILE (default release; `dev` for the test build, whose
-# dependencies are optimised too). Builds the example first.
+# dependencies are optimised too), STANDBYS (the standby counts whose failover is measured,
+# default "0 1"), RESTORE (default 1; 0 skips the restore figures). Builds the example first.
 set -euo pipefail
 
 KEYS="${1:-1000000}"
 BROKER="${STATESTORE_KAFKA_BOOTSTRAP:-127.0.0.1:19092}"
 BACKEND="${BACKEND:-rocksdb}"
 SESSION="${SESSION_TIMEOUT_MS:-10000}"
+STANDBYS="${STANDBYS:-0 1}"
+RESTORE="${RESTORE:-1}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PROFILE="${PROFILE:-release}"
 cargo build --profile "$PROFILE" -q -p partitioned-wordcount --manifest-path "$ROOT/Cargo.toml"
@@ -36,6 +39,7 @@ start() {
   mkfifo "$WORK/$name.in"
   "$BIN" run --bootstrap "$BROKER" --topic "$TOPIC" --application-id "$APP" \
     --backend "$BACKEND" --session-timeout-ms "$SESSION" --commit-interval-ms 1000 \
+    --num-standby-replicas "${REPLICAS:-0}" \
     --state-dir "$WORK/$name" --stop-on-stdin-eof "$@" <"$WORK/$name.in" 2>"$WORK/$name.log" &
   PIDS[$name]=$!
   eval "exec {fd_$name}>\"$WORK/$name.in\""
@@ -61,58 +65,86 @@ wait_for() {
   done
 }
 
-echo "producing $KEYS distinct keys to $TOPIC" >&2
-"$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$KEYS" --distinct-keys
-start load
-wait_for load 1 "^processed $KEYS "
-stop load
+if ((RESTORE)); then
+  echo "producing $KEYS distinct keys to $TOPIC" >&2
+  "$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$KEYS" --distinct-keys
+  start load
+  wait_for load 1 "^processed $KEYS "
+  stop load
 
-for parallelism in 1 4; do
-  start "restore$parallelism" --restore-parallelism "$parallelism"
-  wait_for "restore$parallelism" 4 "^assigned"
-  stop "restore$parallelism"
-  restored=$(grep -m1 "^assigned" "$WORK/restore$parallelism.log" | sed -E 's/.* in ([0-9]+) ms\)$/\1/')
-  echo "restore of 4 tasks ($KEYS keys), restore_parallelism $parallelism: $restored ms"
-done
-
-# Failover: the survivor joins first (so it usually leads the group; losing the leader costs
-# tansu 0.6 a stall_timeout more, see the README) and restores every task; the victim joins,
-# takes two, and counts a second round of keys on them; then it is killed and one record per
-# task follows. The survivor restores what the victim wrote since it last held those tasks.
-start survivor
-wait_for survivor 4 "^assigned"
-start victim
-wait_for victim 1 "^assigned"
-wait_for survivor 1 "^revoked"
-"$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --from "$KEYS" --lines $((KEYS * 3 / 2)) \
-  --distinct-keys
-processed() { grep "^processed" "$WORK/$1.log" | tail -n 1 | cut -d' ' -f2; }
-deadline=$((SECONDS + 600))
-until (($(processed survivor) + $(processed victim) >= KEYS / 2)); do
-  ((SECONDS < deadline)) || { echo "the second round was not processed" >&2; exit 1; }
-  sleep 0.5
-done
-sleep 2
-before=$(wc -l <"$WORK/survivor.log")
-victim_tasks=$(grep -oE "^assigned 0_[0-9]+" "$WORK/victim.log" | cut -d' ' -f2 | sort -u)
-killed=$(ms)
-kill -9 "${PIDS[victim]}"
-unset "PIDS[victim]"
-"$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --from $((KEYS * 3 / 2)) \
-  --lines $((KEYS * 3 / 2 + 64)) --distinct-keys
-# The failover ends with the survivor's first record on the last of the victim's tasks.
-first=0
-for task in $victim_tasks; do
-  deadline=$((SECONDS + 600))
-  until line=$(tail -n +"$((before + 1))" "$WORK/survivor.log" | grep -m1 "^first record of $task "); do
-    ((SECONDS < deadline)) || { echo "the survivor never processed $task" >&2; exit 1; }
-    sleep 0.2
+  for parallelism in 1 4; do
+    start "restore$parallelism" --restore-parallelism "$parallelism"
+    wait_for "restore$parallelism" 4 "^assigned"
+    stop "restore$parallelism"
+    restored=$(grep -m1 "^assigned" "$WORK/restore$parallelism.log" | sed -E 's/.* in ([0-9]+) ms\)$/\1/')
+    echo "restore of 4 tasks ($KEYS keys), restore_parallelism $parallelism: $restored ms"
   done
-  at=$(sed -E 's/.* at ([0-9]+) ms$/\1/' <<<"$line")
-  ((at > first)) && first=$at
+fi
+
+# failover REPLICAS: on a topic and application of its own, holding KEYS keys. The survivor
+# joins first (so it usually leads the group; losing the leader costs tansu 0.6 a stall_timeout
+# more, see the README) and counts every key; the victim joins, takes two tasks, and counts a
+# second round of KEYS / 2 keys on them; then it is killed and one record per task follows.
+# Without a standby the survivor restores what the victim wrote since it last held those
+# tasks; with one, its copies followed the changelog and it restores only what they lack.
+failover() {
+  local REPLICAS=$1 TOPIC="$TOPIC-failover$1" APP="$APP-failover$1" survivor victim
+  survivor="survivor$1" victim="victim$1"
+  "$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$KEYS" --distinct-keys
+  start "$survivor"
+  wait_for "$survivor" 1 "^processed $KEYS "
+  start "$victim"
+  wait_for "$victim" 1 "^assigned"
+  wait_for "$survivor" 1 "^revoked"
+  "$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --from "$KEYS" --lines $((KEYS * 3 / 2)) \
+    --distinct-keys
+  processed() { grep "^processed" "$WORK/$1.log" | tail -n 1 | cut -d' ' -f2; }
+  local deadline=$((SECONDS + 600))
+  until (($(processed "$survivor") + $(processed "$victim") >= KEYS * 3 / 2)); do
+    ((SECONDS < deadline)) || { echo "the second round was not processed" >&2; exit 1; }
+    sleep 0.5
+  done
+  local victim_tasks
+  victim_tasks=$(grep -oE "^assigned 0_[0-9]+" "$WORK/$victim.log" | cut -d' ' -f2 | sort -u)
+  if ((REPLICAS)); then
+    # The copies are in place when the survivor lists the victim's tasks as its standbys.
+    deadline=$((SECONDS + 120))
+    until grep "^processed" "$WORK/$survivor.log" | tail -n 1 |
+      grep -qF "standby [$(grep "^processed" "$WORK/$victim.log" | tail -n 1 |
+        sed -E 's/.* tasks \[([^]]*)\].*/\1/')]"; do
+      ((SECONDS < deadline)) || { echo "no standby of the victim's tasks" >&2; exit 1; }
+      sleep 0.5
+    done
+  fi
+  # The victim commits every second, and a standby copy catches up every second.
+  sleep 3
+  local before killed first=0 task line at
+  before=$(wc -l <"$WORK/$survivor.log")
+  killed=$(ms)
+  kill -9 "${PIDS[$victim]}"
+  wait "${PIDS[$victim]}" 2>/dev/null || true
+  unset "PIDS[$victim]"
+  "$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --from $((KEYS * 3 / 2)) \
+    --lines $((KEYS * 3 / 2 + 64)) --distinct-keys
+  # The failover ends with the survivor's first record on the last of the victim's tasks.
+  for task in $victim_tasks; do
+    deadline=$((SECONDS + 600))
+    until line=$(tail -n +"$((before + 1))" "$WORK/$survivor.log" | grep -m1 "^first record of $task "); do
+      ((SECONDS < deadline)) || { echo "the survivor never processed $task" >&2; exit 1; }
+      sleep 0.2
+    done
+    at=$(sed -E 's/.* at ([0-9]+) ms$/\1/' <<<"$line")
+    ((at > first)) && first=$at
+  done
+  local assigned
+  assigned=$(tail -n +"$((before + 1))" "$WORK/$survivor.log" | grep "^assigned" |
+    grep -E "^assigned ($(echo $victim_tasks | tr ' ' '|')) " | tr '\n' ';')
+  stop "$survivor"
+  echo "failover with $REPLICAS standby replicas ($KEYS keys, session timeout $SESSION ms):" \
+    "$((first - killed)) ms from kill -9 to the first record on the last of the victim's tasks" \
+    "($(echo $victim_tasks)); survivor: $assigned"
+}
+
+for replicas in $STANDBYS; do
+  failover "$replicas"
 done
-assigned=$(grep "^assigned" "$WORK/survivor.log" | tail -n 1)
-stop survivor
-echo "failover without standbys ($KEYS keys, session timeout $SESSION ms): $((first - killed)) ms" \
-  "from kill -9 to the first record on the last of the victim's tasks ($(echo $victim_tasks));" \
-  "survivor: $assigned"

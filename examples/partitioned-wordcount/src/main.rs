@@ -314,7 +314,11 @@ fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
             report(&event);
         }
         if last_report.elapsed() >= Duration::from_secs(1) {
-            eprintln!("processed {processed} tasks {:?}", app.active_tasks());
+            eprintln!(
+                "processed {processed} tasks {:?} standby {:?}",
+                app.active_tasks(),
+                app.standby_tasks()
+            );
             last_report = Instant::now();
         }
     }
