@@ -1,11 +1,11 @@
 //! Iterators that walk the live map in short locked stretches instead of copying the range.
 
 use std::collections::VecDeque;
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow, Range};
 use std::sync::Arc;
 
 use store_api::bounds::range_is_empty;
-use store_api::{Error, KvPair, Result};
+use store_api::{Error, KvPair, PairVisitor, Result};
 
 use crate::key::Key;
 use crate::{Bytes, Map, Shared};
@@ -136,5 +136,84 @@ impl Iterator for MemoryIter {
         self.buffer
             .pop_front()
             .map(|(key, value)| Ok((key.to_vec(), value.to_vec())))
+    }
+}
+
+/// Values of up to this many bytes a scan copies while it holds the read lock; longer ones it
+/// shares by reference count. Sharing costs a locked increment and decrement of a count that
+/// lies wherever the value was allocated, which in a large map is a cache miss the next
+/// increment waits for; a short copy costs less and its loads overlap. Past a few hundred
+/// bytes the copy costs more than the count.
+pub(crate) const SCAN_COPY_MAX: usize = 256;
+
+/// One stretch of a [`scan`](crate::MemoryStore): the entries taken under the read lock, for
+/// the visitor to see after it is released. Keys are copied as [`Key`]s (short keys inline),
+/// short values into one buffer reused from stretch to stretch, long values by reference
+/// count.
+#[derive(Default)]
+pub(crate) struct ScanBatch {
+    copied: Vec<u8>,
+    entries: Vec<(Key, Held)>,
+}
+
+/// A value a [`ScanBatch`] holds.
+enum Held {
+    /// Its bytes, at this range of the batch's buffer.
+    Copied(Range<usize>),
+    /// The value itself, shared.
+    Shared(Bytes),
+}
+
+impl ScanBatch {
+    /// Replaces the batch with the first `count` entries of the range, in iteration order.
+    /// The range must not be empty (`BTreeMap::range` panics on an inverted one).
+    pub(crate) fn take(
+        &mut self,
+        map: &Map,
+        (from, to): (Bound<&Key>, Bound<&Key>),
+        reverse: bool,
+        count: usize,
+    ) {
+        self.copied.clear();
+        self.entries.clear();
+        self.entries.reserve(count);
+        let range = map.range::<Key, _>((from, to));
+        let mut hold = |(key, value): (&Key, &Bytes)| {
+            let held = if value.len() <= SCAN_COPY_MAX {
+                let start = self.copied.len();
+                self.copied.extend_from_slice(value);
+                Held::Copied(start..self.copied.len())
+            } else {
+                Held::Shared(Arc::clone(value))
+            };
+            self.entries.push((key.clone(), held));
+        };
+        if reverse {
+            range.rev().take(count).for_each(&mut hold);
+        } else {
+            range.take(count).for_each(&mut hold);
+        }
+    }
+
+    /// How many entries the last [`take`](ScanBatch::take) took.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The last key taken: the next stretch resumes strictly after it.
+    pub(crate) fn last_key(&self) -> Option<&Key> {
+        self.entries.last().map(|(key, _)| key)
+    }
+
+    /// Lends each entry to `f` in order; `Break` as soon as `f` returns it.
+    pub(crate) fn visit(&self, f: &mut PairVisitor<'_>) -> ControlFlow<()> {
+        for (key, held) in &self.entries {
+            let value = match held {
+                Held::Copied(at) => self.copied.get(at.clone()).unwrap_or_default(),
+                Held::Shared(value) => value,
+            };
+            f(key.as_slice(), value)?;
+        }
+        ControlFlow::Continue(())
     }
 }

@@ -10,9 +10,11 @@
 //! map in short locked stretches (see [`Config::iterator_batch`]), taking the entries' short
 //! keys and reference counts, so they are weakly consistent, not snapshots. A pair is copied
 //! into the owned `(Vec<u8>, Vec<u8>)` the API returns only when the iterator yields it,
-//! outside the lock. The borrowing reads, [`get_with`](KeyValueStore::get_with) and
-//! [`scan`](KeyValueStore::scan), copy no value: they lend the stored slices themselves, held
-//! by reference count, with the lock released.
+//! outside the lock. The borrowing reads lend values with the lock released:
+//! [`get_with`](KeyValueStore::get_with) the stored slice itself, held by reference count;
+//! [`scan`](KeyValueStore::scan) copies each stretch's values of up to 256 bytes into one
+//! buffer it reuses, which costs less than a reference count's cache miss, and shares longer
+//! ones by reference count.
 //!
 //! ```
 //! use std::ops::Bound;
@@ -50,7 +52,7 @@ use store_api::{
 };
 
 pub use config::Config;
-use iter::{MemoryIter, take_batch};
+use iter::{MemoryIter, ScanBatch};
 use key::Key;
 
 /// The registered name of this backend.
@@ -283,7 +285,7 @@ impl KeyValueStore for MemoryStore {
         }
         let (from, to) = (from.map(Key::from), to.map(Key::from));
         let mut batch = iter::FIRST_BATCH.min(max_batch);
-        let mut taken: Vec<(Key, Bytes)> = Vec::with_capacity(batch);
+        let mut taken = ScanBatch::default();
         let mut resume: Option<Key> = None;
         loop {
             self.check_open()?;
@@ -296,16 +298,10 @@ impl KeyValueStore for MemoryStore {
             if range_is_empty(bounds.0.map(Key::as_slice), bounds.1.map(Key::as_slice)) {
                 return Ok(());
             }
-            taken.reserve(batch);
-            take_batch(&self.shared.map.read(), bounds, reverse, batch, &mut taken);
+            taken.take(&self.shared.map.read(), bounds, reverse, batch);
             let exhausted = taken.len() < batch;
-            resume = taken.last().map(|(key, _)| key.clone());
-            for (key, value) in taken.drain(..) {
-                if f(&key, &value).is_break() {
-                    return Ok(());
-                }
-            }
-            if exhausted {
+            resume = taken.last_key().cloned();
+            if taken.visit(f).is_break() || exhausted {
                 return Ok(());
             }
             batch = (batch * 2).min(max_batch);

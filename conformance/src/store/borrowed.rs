@@ -220,6 +220,47 @@ pub fn scan_lends_empty_bytes_and_latest_values(factory: &dyn StoreFactory) {
     assert_eq!(lent_all(store, (Unbounded, Unbounded), true), reversed);
 }
 
+/// Values of every size, from empty to past 64 KiB, interleaved over more keys than one
+/// stretch of a batched scan takes, are lent whole and in order, in both directions, and
+/// equal what `range` returns (a backend may copy short values and share long ones).
+pub fn scan_lends_values_of_every_size(factory: &dyn StoreFactory) {
+    let fx = StoreFixture::new(factory);
+    let store = fx.store();
+    const SIZES: [usize; 8] = [0, 1, 255, 256, 257, 1000, 4096, 70_000];
+    let mut batch = store_api::WriteBatch::new();
+    for i in 0..600u32 {
+        let len = SIZES[i as usize % SIZES.len()];
+        let value: Vec<u8> = (0..len).map(|at| (at as u32 ^ i) as u8).collect();
+        batch.put(i.to_be_bytes().to_vec(), value);
+    }
+    store.write(batch).expect("write");
+    let forward = lent_all(store, (Unbounded, Unbounded), false);
+    assert_eq!(forward.len(), 600, "pairs lent");
+    assert!(
+        forward == scan(store, Unbounded, Unbounded),
+        "scan against range"
+    );
+    let backward = lent_all(store, (Unbounded, Unbounded), true);
+    assert!(
+        backward == reverse_scan(store, Unbounded, Unbounded),
+        "reverse scan against reverse_range"
+    );
+    let (from, to): (&[u8], &[u8]) = (&7u32.to_be_bytes(), &300u32.to_be_bytes());
+    for reverse in [false, true] {
+        let got = lent_pairs(store, (Excluded(from), Included(to)), reverse, 100)
+            .unwrap_or_else(|err| panic!("scan failed: {err}"));
+        let mut expected = scan(store, Excluded(from), Included(to));
+        if reverse {
+            expected.reverse();
+        }
+        expected.truncate(100);
+        assert!(
+            got == expected,
+            "the first 100 pairs of (7, 300], reverse {reverse}"
+        );
+    }
+}
+
 /// After `close`, `get_with` and `scan` fail with `Closed` without calling the visitor.
 pub fn closed_store_rejects_borrowed_reads(factory: &dyn StoreFactory) {
     let fx = StoreFixture::new(factory);

@@ -168,6 +168,7 @@ macro_rules! __store_cases {
                 scan_of_nothing_visits_nothing
                 scan_stops_when_the_visitor_breaks
                 scan_lends_empty_bytes_and_latest_values
+                scan_lends_values_of_every_size
                 closed_store_rejects_borrowed_reads
                 get_with_rejects_oversized_keys
                 scan_visitor_may_call_the_store
