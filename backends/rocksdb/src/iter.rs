@@ -57,22 +57,39 @@ fn successor(key: &[u8]) -> Vec<u8> {
     next
 }
 
-/// Visits the pairs `opts` bounds, ascending or descending, lending each from RocksDB's
-/// buffers, until `f` breaks or the range ends.
+/// Visits the pairs between `from` and `to`, ascending or descending, lending each from
+/// RocksDB's buffers, until `f` breaks or the range ends.
+///
+/// A forward scan seeks to its start rather than setting it as `iterate_lower_bound`: RocksDB
+/// compares every key it steps over with a lower bound, which a forward walk from the start
+/// never needs (a profile of 10-key scans put that comparison at a quarter of the scan's
+/// `memcmp`). The end stays a native bound, so RocksDB stops at it without reading past.
 ///
 /// # Errors
 /// An engine failure while stepping.
 pub(crate) fn scan(
     db: &DB,
-    opts: ReadOptions,
+    from: Bound<&[u8]>,
+    to: Bound<&[u8]>,
     reverse: bool,
     f: &mut PairVisitor<'_>,
 ) -> Result<()> {
-    let mut raw = db.raw_iterator_opt(opts);
+    let mut raw;
     if reverse {
+        raw = db.raw_iterator_opt(bounded_read_options(from, to));
         raw.seek_to_last();
     } else {
-        raw.seek_to_first();
+        raw = db.raw_iterator_opt(bounded_read_options(Bound::Unbounded, to));
+        match from {
+            Bound::Included(key) => raw.seek(key),
+            Bound::Excluded(key) => {
+                raw.seek(key);
+                if raw.key() == Some(key) {
+                    raw.next();
+                }
+            }
+            Bound::Unbounded => raw.seek_to_first(),
+        }
     }
     while let Some((key, value)) = raw.item() {
         if f(key, value).is_break() {

@@ -281,8 +281,8 @@ impl KeyValueStore for RocksDbStore {
         self.bounded(from, to, true)
     }
 
-    /// A raw iterator with native bounds, as the owned iterators use, lending each pair from
-    /// RocksDB's buffers.
+    /// A raw iterator lending each pair from RocksDB's buffers: the end is a native bound, as
+    /// the owned iterators use; a forward scan seeks to its start (see `iter::scan`).
     fn scan(
         &self,
         from: Bound<&[u8]>,
@@ -294,7 +294,7 @@ impl KeyValueStore for RocksDbStore {
         if self.inverted.range_is_empty(from, to) {
             return Ok(());
         }
-        iter::scan(&db, bounded_read_options(from, to), reverse, f)
+        iter::scan(&db, from, to, reverse, f)
     }
 
     fn prefix_scan(&self, prefix: &[u8]) -> Result<KvIter> {
