@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the README's scale-out figures with the release build of partitioned-wordcount:
 #   1. restore of the 4 tasks' changelogs into a fresh state directory, one task after another
-#      (--restore-parallelism 1) against all 4 at once (--restore-parallelism 4);
+#      (--restore-parallelism 1) against all 4 at once (--restore-parallelism 4), from the
+#      changelog topics and then from the same changelogs in local files (`local-restore`);
 #   2. failover with 0 and with 1 standby replica: from the kill -9 of an instance to the
 #      first record the survivor processes on each of the victim's tasks.
 #
@@ -10,14 +11,17 @@
 # Environment: STATESTORE_KAFKA_BOOTSTRAP (default 127.0.0.1:19092), BACKEND (default rocksdb),
 # SESSION_TIMEOUT_MS (default 10000), PROFILE (default release; `dev` for the test build, whose
 # dependencies are optimised too), STANDBYS (the standby counts whose failover is measured,
-# default "0 1"), RESTORE (default 1; 0 skips the restore figures). Builds the example first.
+# default "0 1"; empty runs no failover), RESTORE (default 1; 0 skips the restore figures),
+# BROKER_PID (the broker's process on this machine: the restore figures then add the CPU time
+# the broker and the instance used from the instance's start to its last restored task).
+# Builds the example first.
 set -euo pipefail
 
 KEYS="${1:-1000000}"
 BROKER="${STATESTORE_KAFKA_BOOTSTRAP:-127.0.0.1:19092}"
 BACKEND="${BACKEND:-rocksdb}"
 SESSION="${SESSION_TIMEOUT_MS:-10000}"
-STANDBYS="${STANDBYS:-0 1}"
+STANDBYS="${STANDBYS-0 1}"
 RESTORE="${RESTORE:-1}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PROFILE="${PROFILE:-release}"
@@ -31,6 +35,10 @@ declare -A PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
 ms() { date +%s%3N; }
+
+# cpu PID: the user and system CPU time of process PID so far, in clock ticks.
+cpu() { cut -d')' -f2 "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+TICKS=$(getconf CLK_TCK)
 
 # start NAME [ARGS...]: an instance with its own state directory; it stops when NAME.in closes.
 start() {
@@ -73,12 +81,22 @@ if ((RESTORE)); then
   stop load
 
   for parallelism in 1 4; do
+    [[ -n "${BROKER_PID:-}" ]] && broker_before=$(cpu "$BROKER_PID")
     start "restore$parallelism" --restore-parallelism "$parallelism"
     wait_for "restore$parallelism" 4 "^assigned"
+    cpu_note=""
+    if [[ -n "${BROKER_PID:-}" ]]; then
+      cpu_note=$(awk -v b=$(($(cpu "$BROKER_PID") - broker_before)) \
+        -v i="$(cpu "${PIDS[restore$parallelism]}")" -v hz="$TICKS" \
+        'BEGIN { printf "; CPU time of the broker %.1f s, of the instance %.1f s", b / hz, i / hz }')
+    fi
     stop "restore$parallelism"
     restored=$(grep -m1 "^assigned" "$WORK/restore$parallelism.log" | sed -E 's/.* in ([0-9]+) ms\)$/\1/')
-    echo "restore of 4 tasks ($KEYS keys), restore_parallelism $parallelism: $restored ms"
+    echo "restore of 4 tasks ($KEYS keys), restore_parallelism $parallelism: $restored ms$cpu_note"
+    grep "^assigned" "$WORK/restore$parallelism.log" | sed -E 's/^assigned ([^ ]+) .*\(restored (.*) in .*$/  \1: \2/'
   done
+  # The same restores from changelogs in local files: what parallelism gains without a broker.
+  "$BIN" local-restore --dir "$WORK/local" --keys "$KEYS" --backend "$BACKEND" 2>/dev/null
 fi
 
 # failover REPLICAS: on a topic and application of its own, holding KEYS keys. The survivor

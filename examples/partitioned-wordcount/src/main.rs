@@ -11,6 +11,7 @@
 //! partitioned-wordcount expected --lines 100000                # what they must equal
 //! ```
 
+mod local;
 mod text;
 
 use std::collections::BTreeMap;
@@ -102,6 +103,21 @@ enum Command {
         #[arg(long, default_value = "counts")]
         store: String,
     },
+    /// Restores the 4 tasks' stores from changelogs in local files instead of Kafka topics, one
+    /// task after another and then `parallelism` at a time, and prints both times: what
+    /// restoring in parallel gains when the log keeps up.
+    LocalRestore {
+        /// The changelogs and the restored stores go under it (it is emptied of them after).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Distinct keys over the 4 tasks, one changelog record each.
+        #[arg(long, default_value_t = 400_000)]
+        keys: u64,
+        #[arg(long, default_value = "rocksdb")]
+        backend: String,
+        #[arg(long, default_value_t = 4)]
+        parallelism: usize,
+    },
     /// Prints what `counts` must print after `produce --lines <lines>`, computed without Kafka.
     Expected {
         #[arg(long, default_value_t = 100_000)]
@@ -183,6 +199,12 @@ fn run(command: Command) -> Result<()> {
             &store,
             partitions,
         )?),
+        Command::LocalRestore {
+            dir,
+            keys,
+            backend,
+            parallelism,
+        } => local::run(&dir, keys, &backend, parallelism),
         Command::Expected { lines, seed, store } => {
             let mut counts = BTreeMap::new();
             for line in 0..lines {

@@ -245,3 +245,45 @@ fn killing_the_leader_while_it_commits_and_a_join_keep_counts_exact() {
         assert_eq!(counted, expected, "store {store}");
     }
 }
+
+/// `local-restore` (the figures' restore without a broker) checks what each restore rebuilt
+/// and fails on a short one; here it runs at a small size, with a task left without keys.
+#[test]
+fn local_restore_rebuilds_every_task_serially_and_in_parallel() {
+    let dir = tempfile::tempdir().expect("dir");
+    let dir_arg = dir.path().to_str().expect("utf-8 path");
+    let out = output(&[
+        "local-restore",
+        "--dir",
+        dir_arg,
+        "--keys",
+        "2003",
+        "--parallelism",
+        "4",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    // 2003 keys, 501 + 501 + 501 + 500 over the tasks, and one letters update each.
+    for (line, parallelism) in lines.iter().zip(["1", "4"]) {
+        assert!(
+            line.contains("(2003 keys, 2007 records)")
+                && line.contains(&format!("restore_parallelism {parallelism}: ")),
+            "{out}"
+        );
+    }
+    let out = output(&[
+        "local-restore",
+        "--dir",
+        dir_arg,
+        "--keys",
+        "3",
+        "--backend",
+        "memory",
+    ]);
+    assert!(out.contains("(3 keys, 6 records)"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "the logs and stores are removed"
+    );
+}
