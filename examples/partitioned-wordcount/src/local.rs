@@ -48,7 +48,9 @@ pub fn run(dir: &Path, keys: u64, backend: &str, parallelism: usize) -> Result<(
     for threads in [1, parallelism] {
         let state = dir.join(format!("state-{threads}"));
         remove(&state)?;
+        let cpu_before = process_cpu();
         let (elapsed, records) = restore_all(&state, &logs, backend, threads, keys)?;
+        let cpu = process_cpu().saturating_sub(cpu_before);
         if records != logged {
             return Err(Error::Corruption(format!(
                 "the restore with parallelism {threads} replayed {records} of the {logged} \
@@ -60,13 +62,25 @@ pub fn run(dir: &Path, keys: u64, backend: &str, parallelism: usize) -> Result<(
         });
         println!(
             "local restore of {TASKS} tasks ({keys} keys, {records} records) from FileLogs into \
-             {backend}, restore_parallelism {threads}: {} ms{ratio}",
-            elapsed.as_millis()
+             {backend}, restore_parallelism {threads}: {} ms{ratio}, CPU time {} ms ({:.2} cores)",
+            elapsed.as_millis(),
+            cpu.as_millis(),
+            cpu.as_secs_f64() / elapsed.as_secs_f64()
         );
         serial.get_or_insert(elapsed);
         remove(&state)?;
     }
     remove(&logs)
+}
+
+/// The CPU time every thread of this process used so far: whether a restore is bound by CPU,
+/// and by how many cores.
+fn process_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
 }
 
 fn topic(store: &str) -> String {
