@@ -1,7 +1,8 @@
 //! Iterators that walk the live map in short locked stretches instead of copying the range.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
-use std::ops::{Bound, ControlFlow, Range};
+use std::ops::{Bound, ControlFlow, Deref, DerefMut, Range};
 use std::sync::Arc;
 
 use store_api::bounds::range_is_empty;
@@ -154,6 +155,62 @@ pub(crate) const SCAN_COPY_MAX: usize = 256;
 pub(crate) struct ScanBatch {
     copied: Vec<u8>,
     entries: Vec<(Key, Held)>,
+}
+
+thread_local! {
+    /// The buffers of this thread's last scan, kept for its next one. A short scan then
+    /// allocates nothing: for 10-entry scans the allocations and the regrowth of the value
+    /// buffer were a fifth of the time the copying added.
+    static SPARE: Cell<Option<ScanBatch>> = const { Cell::new(None) };
+}
+
+/// A [`ScanBatch`] on loan from this thread's spare, returned (emptied) when dropped. A scan
+/// nested in another's visitor finds no spare and allocates its own.
+pub(crate) struct SpareBatch(ScanBatch);
+
+/// Buffers larger than this are freed rather than kept for the thread's next scan.
+const SPARE_MAX_BYTES: usize = 256 << 10;
+
+impl SpareBatch {
+    /// The thread's spare batch, or a new one.
+    pub(crate) fn take() -> SpareBatch {
+        SpareBatch(
+            SPARE
+                .try_with(Cell::take)
+                .ok()
+                .flatten()
+                .unwrap_or_default(),
+        )
+    }
+}
+
+impl Deref for SpareBatch {
+    type Target = ScanBatch;
+
+    fn deref(&self) -> &ScanBatch {
+        &self.0
+    }
+}
+
+impl DerefMut for SpareBatch {
+    fn deref_mut(&mut self) -> &mut ScanBatch {
+        &mut self.0
+    }
+}
+
+impl Drop for SpareBatch {
+    fn drop(&mut self) {
+        let mut batch = std::mem::take(&mut self.0);
+        // Shared values and long keys are released now, not when the next scan reuses it.
+        batch.entries.clear();
+        batch.copied.clear();
+        let bytes =
+            batch.copied.capacity() + batch.entries.capacity() * std::mem::size_of::<(Key, Held)>();
+        if bytes <= SPARE_MAX_BYTES {
+            // Thread teardown may have destroyed the slot already; the batch is then freed.
+            let _ = SPARE.try_with(|spare| spare.set(Some(batch)));
+        }
+    }
 }
 
 /// A value a [`ScanBatch`] holds.

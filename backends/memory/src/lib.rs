@@ -52,7 +52,7 @@ use store_api::{
 };
 
 pub use config::Config;
-use iter::{MemoryIter, ScanBatch};
+use iter::{MemoryIter, SpareBatch};
 use key::Key;
 
 /// The registered name of this backend.
@@ -285,7 +285,7 @@ impl KeyValueStore for MemoryStore {
         }
         let (from, to) = (from.map(Key::from), to.map(Key::from));
         let mut batch = iter::FIRST_BATCH.min(max_batch);
-        let mut taken = ScanBatch::default();
+        let mut taken = SpareBatch::take();
         let mut resume: Option<Key> = None;
         loop {
             self.check_open()?;
