@@ -243,7 +243,10 @@ mod tests {
     use std::path::PathBuf;
 
     fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        // At run time: a test binary reused from a build cache shared by several checkouts
+        // would carry another checkout's compile-time path.
+        let root = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
         let dirs = [
             root.join("../fuzz/corpus").join(target),
             root.join("tests/fuzz-regressions").join(target),
@@ -255,6 +258,7 @@ mod tests {
             .map(|entry| entry.unwrap().path())
             .collect();
         files.sort();
+        assert!(!files.is_empty(), "no inputs for {target} under {dirs:?}");
         files
             .into_iter()
             .map(|path| {

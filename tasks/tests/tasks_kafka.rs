@@ -587,7 +587,13 @@ impl OwnBroker {
         if let Some(bin) = std::env::var_os("STATESTORE_TANSU_BIN") {
             return bin.into();
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh");
+        // The manifest directory at run time: a test binary reused from a build cache shared
+        // by several checkouts would carry another checkout's compile-time path.
+        let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).to_owned(),
+            Into::into,
+        );
+        let script = manifest_dir.join("../scripts/broker.sh");
         let out = std::process::Command::new(script)
             .arg("bin")
             .output()

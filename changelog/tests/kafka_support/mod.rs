@@ -201,7 +201,11 @@ fn tansu_bin() -> PathBuf {
     if let Ok(bin) = std::env::var(TANSU_ENV) {
         return PathBuf::from(bin);
     }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh");
+    // The manifest directory at run time: a test binary reused from a build cache shared by
+    // several checkouts would carry another checkout's compile-time path.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let script = manifest_dir.join("../scripts/broker.sh");
     let out = std::process::Command::new(script)
         .arg("bin")
         .output()
