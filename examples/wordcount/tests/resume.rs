@@ -33,15 +33,11 @@ impl<'a> Run<'a> {
             lines,
         }
     }
-
-    fn lines(&self) -> u64 {
-        self.lines
-    }
 }
 
 fn wordcount(state_dir: &Path, run: Run<'_>) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wordcount"));
-    let lines = run.lines().to_string();
+    let lines = run.lines.to_string();
     command.args([
         "--mode",
         run.mode,
@@ -158,7 +154,7 @@ fn kill_and_resume_run(run: Run<'_>) {
     }
     let (resumed, stderr) = run_to_end(&state, run);
     let at = resumed_at(&stderr).expect("the rerun did not resume");
-    assert!(at > 0 && at < run.lines(), "resumed at {at}, not mid-run");
+    assert!(at > 0 && at < run.lines, "resumed at {at}, not mid-run");
     assert_eq!(
         resumed, expected,
         "counts differ after a kill and a resume at line {at}"
