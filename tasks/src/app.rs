@@ -41,6 +41,8 @@ const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
 pub struct ProcessorContext<'a> {
     task: &'a Task,
     message: &'a BorrowedMessage<'a>,
+    /// The index of the record's topic among the input topics.
+    topic: usize,
     offset: u64,
     partition: u32,
     outputs: &'a mut Vec<Output>,
@@ -60,12 +62,17 @@ impl ProcessorContext<'_> {
         TaskId::new(0, self.partition)
     }
 
+    /// The input topic the record comes from.
+    pub fn topic(&self) -> &str {
+        self.message.topic()
+    }
+
     /// The input partition.
     pub fn partition(&self) -> u32 {
         self.partition
     }
 
-    /// The record's offset in its partition.
+    /// The record's offset in its topic's partition.
     pub fn offset(&self) -> u64 {
         self.offset
     }
@@ -98,7 +105,7 @@ impl ProcessorContext<'_> {
             .ok_or_else(|| Error::invalid(format!("no store named {name:?} is configured")))?;
         Ok(TaskStore {
             store: &slot.store,
-            replayed: self.offset < slot.position,
+            replayed: self.offset < slot.position[self.topic],
         })
     }
 
@@ -127,9 +134,9 @@ pub struct Application {
     /// The wait before the next `DescribeGroups`, doubled after each failure.
     describe_backoff: Duration,
     last_progress_check: Instant,
-    /// The group offset of each partition owned elsewhere and lagging, and since when it has
-    /// not moved.
-    progress: BTreeMap<u32, (Offset, Instant)>,
+    /// The group offset of each input partition (topic, partition) owned elsewhere and
+    /// lagging, and since when it has not moved.
+    progress: BTreeMap<(String, u32), (Offset, Instant)>,
     /// The rebalance count when `progress` was started.
     progress_since: u64,
     closed: bool,
@@ -157,7 +164,7 @@ impl Application {
         listener: Box<dyn RestoreListener + Send>,
     ) -> Result<Application> {
         config.validate()?;
-        let input = config.input_topic()?.to_owned();
+        let inputs = config.input_topics.clone();
         let state = StateDirectory::open(&config.state_dir, &config.application_id)?;
         let metadata_client: BaseConsumer = base_config(&config)
             .create()
@@ -165,7 +172,7 @@ impl Application {
         let partitions = topics::prepare(metadata_client.client(), &config)?;
         drop(metadata_client);
         let shared = Arc::new(Shared {
-            input: input.clone(),
+            inputs: inputs.clone(),
             partitions,
             state,
             tasks: Mutex::new(Default::default()),
@@ -183,12 +190,13 @@ impl Application {
                 shared: Arc::clone(&shared),
             })
             .map_err(|err| convert("creating the group consumer", err))?;
+        let topics: Vec<&str> = inputs.iter().map(String::as_str).collect();
         consumer
-            .subscribe(&[&input])
-            .map_err(|err| convert(&format!("subscribing to {input}"), err))?;
+            .subscribe(&topics)
+            .map_err(|err| convert(&format!("subscribing to {inputs:?}"), err))?;
         tracing::info!(
             application = shared.config.application_id,
-            input,
+            ?inputs,
             partitions,
             "started"
         );
@@ -208,7 +216,7 @@ impl Application {
         })
     }
 
-    /// The number of tasks: the input topic's partition count.
+    /// The number of tasks: the input topics' partition count.
     pub fn partitions(&self) -> u32 {
         self.shared.partitions
     }
@@ -319,12 +327,11 @@ impl Application {
                 if task.committed_offset == task.next_offset {
                     continue;
                 }
-                if let Some(offset) = task.commit()? {
-                    offsets.push((partition, offset));
-                }
+                let committed = task.commit()?;
+                offsets.extend(self.shared.group_offsets_of(partition, &committed));
             }
         }
-        if let Err(err) = commit_group(&self.consumer, &self.shared.input, &offsets) {
+        if let Err(err) = commit_group(&self.consumer, &offsets) {
             // The stores hold the positions; the group offset is a floor and for monitoring,
             // and a commit racing a rebalance is refused.
             tracing::warn!(%err, "committing the group offsets failed");
@@ -376,13 +383,14 @@ impl Application {
                 continue;
             }
             match task.close() {
-                Ok(Some(offset)) => offsets.push((partition, offset)),
-                Ok(None) => {}
+                Ok(committed) => {
+                    offsets.extend(self.shared.group_offsets_of(partition, &committed))
+                }
                 Err(err) => first_error = first_error.or(Some(err)),
             }
             self.shared.event(partition, TaskEventKind::Revoked);
         }
-        if let Err(err) = commit_group(&self.consumer, &self.shared.input, &offsets) {
+        if let Err(err) = commit_group(&self.consumer, &offsets) {
             tracing::warn!(%err, "committing the group offsets on close failed");
         }
         self.consumer.unsubscribe();
@@ -411,8 +419,10 @@ impl Application {
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();
-        for partition in (0..shared.partitions).filter(|p| !mine.contains(p)) {
-            tpl.add_partition(&shared.input, partition_id(partition));
+        for input in &shared.inputs {
+            for partition in (0..shared.partitions).filter(|p| !mine.contains(p)) {
+                tpl.add_partition(input, partition_id(partition));
+            }
         }
         let timeout = shared.config.request_timeout();
         let committed = match self.consumer.committed_offsets(tpl, timeout) {
@@ -425,13 +435,13 @@ impl Application {
         let now = Instant::now();
         let mut stalled = Vec::new();
         let mut lagging = BTreeMap::new();
-        for elem in committed.elements_for_topic(&shared.input) {
+        for elem in committed.elements() {
             let Ok(partition) = u32::try_from(elem.partition()) else {
                 continue;
             };
             let high = self
                 .consumer
-                .fetch_watermarks(&shared.input, elem.partition(), timeout)
+                .fetch_watermarks(elem.topic(), elem.partition(), timeout)
                 .map(|(_, high)| high);
             let behind = match (elem.offset(), high) {
                 (Offset::Offset(at), Ok(high)) => at < high,
@@ -441,14 +451,15 @@ impl Application {
             if !behind {
                 continue;
             }
-            let since = match self.progress.get(&partition) {
+            let key = (elem.topic().to_owned(), partition);
+            let since = match self.progress.get(&key) {
                 Some(&(offset, since)) if offset == elem.offset() => since,
                 _ => now,
             };
             if now.duration_since(since) >= shared.config.stall_timeout() {
-                stalled.push(partition);
+                stalled.push(key.clone());
             }
-            lagging.insert(partition, (elem.offset(), since));
+            lagging.insert(key, (elem.offset(), since));
         }
         self.progress = lagging;
         if stalled.is_empty() {
@@ -478,10 +489,11 @@ impl Application {
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
-        let input = self.shared.input.as_str();
+        let inputs = &self.shared.inputs;
+        let topics: Vec<&str> = inputs.iter().map(String::as_str).collect();
         self.consumer
-            .subscribe(&[input])
-            .map_err(|err| convert(&format!("subscribing to {input} again"), err))
+            .subscribe(&topics)
+            .map_err(|err| convert(&format!("subscribing to {inputs:?} again"), err))
     }
 
     /// Reads the group's members and their partitions (see the `members` module), opens the
@@ -491,7 +503,8 @@ impl Application {
         let view = match members::describe(
             &self.consumer,
             &self.shared.config.application_id,
-            &self.shared.input,
+            // Co-partitioned under the range assignor: every input topic is split alike.
+            &self.shared.inputs[0],
             self.shared.partitions,
             self.shared.config.assignment_strategy,
             self.shared.config.request_timeout(),
@@ -611,9 +624,10 @@ fn process_message<F>(
 where
     F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
 {
-    let (Ok(partition), Ok(offset)) = (
+    let (Ok(partition), Ok(offset), Some(topic)) = (
         u32::try_from(message.partition()),
         u64::try_from(message.offset()),
+        shared.topic_index(message.topic()),
     ) else {
         return Ok(false);
     };
@@ -622,12 +636,13 @@ where
         // A record fetched before its partition was revoked.
         return Ok(false);
     };
-    if task.next_offset.is_some_and(|next| offset < next) {
+    if task.next_offset[topic].is_some_and(|next| offset < next) {
         return Ok(false);
     }
     let mut context = ProcessorContext {
         task,
         message,
+        topic,
         offset,
         partition,
         outputs,
@@ -636,7 +651,7 @@ where
         task.poisoned = true;
         return Err(err);
     }
-    task.next_offset = Some(offset + 1);
+    task.next_offset[topic] = Some(offset + 1);
     Ok(true)
 }
 

@@ -78,7 +78,10 @@ pub struct TasksConfig {
     pub state_dir: PathBuf,
     /// `bootstrap.servers`.
     pub bootstrap_servers: String,
-    /// The input topics. One, for now (see [`validate`](TasksConfig::validate)).
+    /// The input topics: at least one. Several must be co-partitioned (the same partition
+    /// count, records keyed and partitioned alike), as for a Kafka Streams join: task
+    /// `0_<p>` owns partition `p` of each, so several need the `range` assignment strategy,
+    /// the only one of librdkafka's that keeps them together.
     pub input_topics: Vec<String>,
     /// The stores of every task.
     pub stores: Vec<StoreSpec>,
@@ -163,21 +166,35 @@ impl TasksConfig {
         Duration::from_millis(self.request_timeout_ms)
     }
 
-    /// The one input topic.
-    ///
-    /// # Errors
-    /// `InvalidArgument` unless exactly one input topic is configured.
-    pub fn input_topic(&self) -> Result<&str> {
-        match self.input_topics.as_slice() {
-            [topic] => Ok(topic),
-            [] => Err(Error::invalid("no input topic is configured")),
-            more => Err(Error::invalid(format!(
-                "{} input topics are configured, and one is supported: a task owns the same \
-                 partition of every input topic, which librdkafka's assignors guarantee only \
-                 for range assignment",
-                more.len()
-            ))),
+    /// Checks the input topics: at least one, each a Kafka topic name, none twice, and several
+    /// only with range assignment.
+    fn validate_inputs(&self) -> Result<()> {
+        if self.input_topics.is_empty() {
+            return Err(Error::invalid("no input topic is configured"));
         }
+        let mut seen = std::collections::BTreeSet::new();
+        for input in &self.input_topics {
+            if !is_kafka_name(input) || input.len() > MAX_TOPIC_LEN {
+                return Err(Error::invalid(format!(
+                    "input topic {input:?} is not a Kafka topic name"
+                )));
+            }
+            if !seen.insert(input) {
+                return Err(Error::invalid(format!(
+                    "input topic {input:?} is configured twice"
+                )));
+            }
+        }
+        if self.input_topics.len() > 1 && self.assignment_strategy != AssignmentStrategy::Range {
+            return Err(Error::invalid(format!(
+                "{} input topics are configured with assignment_strategy {:?}: a task owns the \
+                 same partition of every input topic, which of librdkafka's assignors only \
+                 range guarantees",
+                self.input_topics.len(),
+                self.assignment_strategy.librdkafka_name()
+            )));
+        }
+        Ok(())
     }
 
     /// The changelog configuration of `store` for task partition `partition`'s log, creating
@@ -205,12 +222,7 @@ impl TasksConfig {
         if self.bootstrap_servers.trim().is_empty() {
             return Err(Error::invalid("bootstrap_servers is empty"));
         }
-        let input = self.input_topic()?;
-        if !is_kafka_name(input) || input.len() > MAX_TOPIC_LEN {
-            return Err(Error::invalid(format!(
-                "input topic {input:?} is not a Kafka topic name"
-            )));
-        }
+        self.validate_inputs()?;
         if self.stores.is_empty() {
             return Err(Error::invalid("no store is configured"));
         }
@@ -306,6 +318,12 @@ mod tests {
     #[test]
     fn validation_names_the_bad_option() {
         valid().validate().expect("valid");
+        TasksConfig {
+            input_topics: vec!["clicks".into(), "views".into()],
+            ..valid()
+        }
+        .validate()
+        .expect("co-partitioned topics under range assignment");
         let cases: Vec<(TasksConfig, &str)> = vec![
             (
                 TasksConfig {
@@ -317,9 +335,24 @@ mod tests {
             (
                 TasksConfig {
                     input_topics: vec!["a".into(), "b".into()],
+                    assignment_strategy: AssignmentStrategy::CooperativeSticky,
                     ..valid()
                 },
-                "2 input topics",
+                "2 input topics are configured with assignment_strategy \"cooperative-sticky\"",
+            ),
+            (
+                TasksConfig {
+                    input_topics: vec!["a".into(), "b".into(), "a".into()],
+                    ..valid()
+                },
+                "input topic \"a\" is configured twice",
+            ),
+            (
+                TasksConfig {
+                    input_topics: vec!["a".into(), "b/c".into()],
+                    ..valid()
+                },
+                "\"b/c\" is not a Kafka topic name",
             ),
             (
                 TasksConfig {

@@ -7,7 +7,7 @@
 //! record is fetched from the group offset first. Errors are kept and returned by the next
 //! `poll` of the application.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -26,7 +26,8 @@ use crate::{TaskEvent, TaskEventKind};
 /// Everything the callbacks and the processing loop share.
 pub(crate) struct Shared {
     pub config: TasksConfig,
-    pub input: String,
+    /// The input topics, co-partitioned: task `0_<p>` owns partition `p` of each.
+    pub inputs: Vec<String>,
     pub partitions: u32,
     pub state: StateDirectory,
     pub tasks: Mutex<BTreeMap<u32, Task>>,
@@ -44,6 +45,20 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The group offsets of task `partition` from what [`Task::commit`] returned.
+    pub(crate) fn group_offsets_of<'a>(
+        &'a self,
+        partition: u32,
+        committed: &[(usize, u64)],
+    ) -> Vec<(&'a str, u32, u64)> {
+        committed
+            .iter()
+            .filter_map(|&(topic, offset)| {
+                Some((self.inputs.get(topic)?.as_str(), partition, offset))
+            })
+            .collect()
+    }
+
     fn fail(&self, err: Error) {
         tracing::error!(%err, "task rebalance failed");
         let mut slot = self.error.lock();
@@ -59,12 +74,41 @@ impl Shared {
         });
     }
 
-    /// The input partitions of `tpl`.
-    fn partitions_of(&self, tpl: &TopicPartitionList) -> Vec<u32> {
-        tpl.elements_for_topic(&self.input)
+    /// The index of input topic `topic` among [`inputs`](Shared::inputs).
+    pub(crate) fn topic_index(&self, topic: &str) -> Option<usize> {
+        self.inputs.iter().position(|input| input == topic)
+    }
+
+    /// The tasks of the input partitions in `tpl`: partition `p` of any input topic.
+    fn partitions_of(&self, tpl: &TopicPartitionList) -> BTreeSet<u32> {
+        self.inputs
             .iter()
+            .flat_map(|input| tpl.elements_for_topic(input))
             .filter_map(|elem| u32::try_from(elem.partition()).ok())
             .collect()
+    }
+
+    /// Checks that `tpl` gives each of `partitions` in every input topic: a task owns the same
+    /// partition of each, which only the range assignor guarantees (and the configuration
+    /// asks for it when there are several input topics).
+    fn check_co_partitioned(&self, tpl: &TopicPartitionList, partitions: &[u32]) -> Result<()> {
+        for &partition in partitions {
+            let missing: Vec<&str> = self
+                .inputs
+                .iter()
+                .filter(|input| tpl.find_partition(input, partition_id(partition)).is_none())
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(Error::invalid(format!(
+                    "the group assigned partition {partition} of some input topics here but \
+                     not of {missing:?}: task 0_{partition} must own that partition of every \
+                     input topic (do all instances subscribe to the same topics with the range \
+                     assignor?)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Opens and restores the tasks of `partitions`, `restore_parallelism` at a time.
@@ -107,6 +151,10 @@ impl Shared {
         if open.is_empty() {
             return;
         }
+        if let Err(err) = self.check_co_partitioned(tpl, &open) {
+            self.fail(err);
+            return;
+        }
         let started = Instant::now();
         self.close_standbys(&open);
         let floors = self.group_offsets(consumer, &open);
@@ -120,24 +168,35 @@ impl Shared {
                     continue;
                 }
             };
-            if task.next_offset.is_none() {
-                // The task never committed state: the group offset, if any, is the floor.
-                task.next_offset = floors.get(&partition).copied();
-            }
-            if let Some(offset) = task.next_offset
-                && let Some(mut elem) = tpl.find_partition(&self.input, partition_id(partition))
-                && let Ok(offset) = i64::try_from(offset)
-                && let Err(err) = elem.set_offset(Offset::Offset(offset))
-            {
-                self.fail(convert("setting the start offset", err));
+            for (topic, input) in self.inputs.iter().enumerate() {
+                let next = &mut task.next_offset[topic];
+                if next.is_none() {
+                    // The task never committed state for this topic: the group offset, if
+                    // any, is the floor.
+                    *next = floors.get(&(topic, partition)).copied();
+                }
+                if let Some(offset) = *next
+                    && let Some(mut elem) = tpl.find_partition(input, partition_id(partition))
+                    && let Ok(offset) = i64::try_from(offset)
+                    && let Err(err) = elem.set_offset(Offset::Offset(offset))
+                {
+                    self.fail(convert("setting the start offset", err));
+                }
             }
             let restored = task.restored();
             tracing::info!(task = %task.id, next = ?task.next_offset, ?restored, "task assigned");
+            let next_offsets = self
+                .inputs
+                .iter()
+                .zip(&task.next_offset)
+                .filter_map(|(input, next)| Some((input.clone(), (*next)?)))
+                .collect();
             self.event(
                 partition,
                 TaskEventKind::Assigned {
                     restored,
-                    next_offset: task.next_offset,
+                    next_offset: task.next_offset[0],
+                    next_offsets,
                     restore_time,
                 },
             );
@@ -160,15 +219,18 @@ impl Shared {
         }
     }
 
-    /// The group's committed offsets of `partitions`; empty when they cannot be read.
+    /// The group's committed offsets of `partitions` of every input topic, by (topic index,
+    /// partition); empty when they cannot be read.
     fn group_offsets(
         &self,
         consumer: &BaseConsumer<GroupContext>,
         partitions: &[u32],
-    ) -> BTreeMap<u32, u64> {
+    ) -> BTreeMap<(usize, u32), u64> {
         let mut tpl = TopicPartitionList::new();
-        for &partition in partitions {
-            tpl.add_partition(&self.input, partition_id(partition));
+        for input in &self.inputs {
+            for &partition in partitions {
+                tpl.add_partition(input, partition_id(partition));
+            }
         }
         let committed = consumer.committed_offsets(tpl, self.config.request_timeout());
         let committed = match committed {
@@ -179,11 +241,14 @@ impl Shared {
             }
         };
         committed
-            .elements_for_topic(&self.input)
+            .elements()
             .iter()
             .filter_map(|elem| match elem.offset() {
                 Offset::Offset(o) => Some((
-                    u32::try_from(elem.partition()).ok()?,
+                    (
+                        self.topic_index(elem.topic())?,
+                        u32::try_from(elem.partition()).ok()?,
+                    ),
                     u64::try_from(o).ok()?,
                 )),
                 _ => None,
@@ -206,13 +271,13 @@ impl Shared {
                 continue;
             }
             match task.close() {
-                Ok(Some(offset)) => {
-                    if let Err(err) = commit_group(consumer, &self.input, &[(partition, offset)]) {
+                Ok(committed) => {
+                    let offsets = self.group_offsets_of(partition, &committed);
+                    if let Err(err) = commit_group(consumer, &offsets) {
                         // The state holds the position; the group offset is only a floor.
                         tracing::warn!(%err, partition, "committing the group offset failed");
                     }
                 }
-                Ok(None) => {}
                 Err(err) => self.fail(err),
             }
             self.event(partition, TaskEventKind::Revoked);
@@ -220,17 +285,16 @@ impl Shared {
     }
 }
 
-/// Commits `offsets` (partition, next offset) of `topic` to the group, synchronously.
+/// Commits `offsets` (topic, partition, next offset) to the group, synchronously.
 pub(crate) fn commit_group(
     consumer: &BaseConsumer<GroupContext>,
-    topic: &str,
-    offsets: &[(u32, u64)],
+    offsets: &[(&str, u32, u64)],
 ) -> Result<()> {
     if offsets.is_empty() {
         return Ok(());
     }
     let mut tpl = TopicPartitionList::new();
-    for &(partition, offset) in offsets {
+    for &(topic, partition, offset) in offsets {
         let offset = i64::try_from(offset)
             .map_err(|_| Error::invalid(format!("offset {offset} is beyond kafka's range")))?;
         tpl.add_partition_offset(topic, partition_id(partition), Offset::Offset(offset))

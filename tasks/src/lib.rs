@@ -1,7 +1,9 @@
 //! Per-partition state for an application that runs as several instances of one Kafka consumer
 //! group: what Kafka Streams' tasks are to its state stores.
 //!
-//! - One task per partition of the input topic, `0_<partition>`. Its stores live in
+//! - One task per input partition, `0_<partition>`: with several input topics, which must be
+//!   co-partitioned (the same partition count, keyed alike), the task owns partition
+//!   `<partition>` of each, and the range assignor keeps them together. Its stores live in
 //!   `<state_dir>/<application_id>/0_<partition>/<backend>/<store>/` and are logged to partition
 //!   `<partition>` of the compacted topics `<application_id>-<store>-changelog`, which are
 //!   created with the input's partition count when missing (a different count is an error).
@@ -74,8 +76,11 @@ pub enum TaskEventKind {
     Assigned {
         /// Each store's restore.
         restored: Vec<(String, RestoreOutcome)>,
-        /// The input offset processing resumes at (`None`: the earliest).
+        /// The offset processing resumes at in the first input topic (`None`: the earliest).
         next_offset: Option<u64>,
+        /// The offset processing resumes at in each input topic that has one; the others
+        /// start at the earliest.
+        next_offsets: std::collections::BTreeMap<String, u64>,
         /// How long opening and restoring took, for every task assigned with this one (they
         /// restore in parallel).
         restore_time: std::time::Duration,

@@ -1,10 +1,10 @@
 //! One task: the stores of one input partition, their input position, commit and close.
 //!
 //! # Exactly-once state, store by store
-//! Every store of a task holds, under the reserved key [`POSITION_KEY`], the input offset up to
-//! which its content is complete (the next offset to process). The key is written in the same
-//! `LoggedStore` commit as the state it vouches for, so a store's position and its data always
-//! agree, whatever happens between commits.
+//! Every store of a task holds, under the reserved key [`POSITION_KEY`], the input offsets up to
+//! which its content is complete (the next offset to process, of each input topic). The key is
+//! written in the same `LoggedStore` commit as the state it vouches for, so a store's position
+//! and its data always agree, whatever happens between commits.
 //!
 //! Each store has its own changelog, so a task with several stores commits them one after the
 //! other, and a crash in between leaves them at different positions. The task then resumes at
@@ -23,17 +23,23 @@ use store_api::{Error, KeyValueStore, Result};
 
 use crate::config::TasksConfig;
 
-/// The key under which each store keeps its input position (8 bytes, big-endian). It sorts
-/// before any key that does not start with NUL, and [`TaskStore`](crate::TaskStore) hides it.
+/// The key under which each store keeps its input position: with one input topic, the next
+/// offset to process (8 bytes, big-endian); with several, the tag `T` and then, for each
+/// topic, its name's length (2 bytes, big-endian), the name and the next offset (8 bytes,
+/// big-endian). It sorts before any key that does not start with NUL, and
+/// [`TaskStore`](crate::TaskStore) hides it.
 pub const POSITION_KEY: &[u8] = b"\0statestore.task.position";
+
+/// The first byte of a position that names its topics.
+const NAMED_POSITIONS: u8 = b'T';
 
 /// A store of a task, with the position its content is complete up to.
 pub(crate) struct Slot {
     pub name: String,
     pub store: LoggedStore,
-    /// The input offset this store's committed content is complete up to; its writes for
-    /// records below it are dropped.
-    pub position: u64,
+    /// The input offset of each input topic (in the configuration's order) this store's
+    /// committed content is complete up to; its writes for records below it are dropped.
+    pub position: Vec<u64>,
     pub restored: RestoreOutcome,
 }
 
@@ -42,10 +48,12 @@ pub(crate) struct Task {
     pub id: TaskId,
     /// Declared before the directory, so the stores close before the directory is released.
     pub slots: Vec<Slot>,
-    /// The next input offset to process, once known.
-    pub next_offset: Option<u64>,
-    /// The offset committed with the stores (and to the group) last.
-    pub committed_offset: Option<u64>,
+    /// The input topics, in the configuration's order: the indexes of the positions below.
+    pub topics: Vec<String>,
+    /// The next offset to process in each input topic, once known.
+    pub next_offset: Vec<Option<u64>>,
+    /// The offsets committed with the stores (and to the group) last.
+    pub committed_offset: Vec<Option<u64>>,
     /// A processor failed in the middle of a record: the buffered writes may hold part of it,
     /// so they are never committed.
     pub poisoned: bool,
@@ -77,7 +85,7 @@ impl Task {
                 spec.logged.clone(),
                 listener,
             )?;
-            let position = read_position(&store)?.unwrap_or(0);
+            let position = read_position(&store, &config.input_topics)?;
             let restored = store.restored();
             slots.push(Slot {
                 name: spec.name.clone(),
@@ -86,12 +94,18 @@ impl Task {
                 restored,
             });
         }
-        let resume = slots.iter().map(|slot| slot.position).min().unwrap_or(0);
+        let resume: Vec<Option<u64>> = (0..config.input_topics.len())
+            .map(|topic| {
+                let at = slots.iter().map(|slot| slot.position[topic]).min();
+                at.filter(|&at| at > 0)
+            })
+            .collect();
         Ok(Task {
             id,
             slots,
-            next_offset: (resume > 0).then_some(resume),
-            committed_offset: (resume > 0).then_some(resume),
+            topics: config.input_topics.clone(),
+            next_offset: resume.clone(),
+            committed_offset: resume,
             poisoned: false,
             _dir: dir,
         })
@@ -105,31 +119,41 @@ impl Task {
             .collect()
     }
 
-    /// Commits every store with the position `next_offset` (when it advanced), one store
-    /// after the other. Returns the offset now committed in every store, if any.
-    pub fn commit(&mut self) -> Result<Option<u64>> {
+    /// Commits every store with the positions `next_offset` (where they advanced), one store
+    /// after the other. Returns the offset now committed in every store, by topic index, for
+    /// the topics that have one.
+    pub fn commit(&mut self) -> Result<Vec<(usize, u64)>> {
         if self.poisoned {
             return Err(Error::invalid(format!(
                 "task {} is not committed: its processor failed in the middle of a record",
                 self.id
             )));
         }
-        let Some(next) = self.next_offset else {
-            return Ok(None);
-        };
         for slot in &mut self.slots {
-            if next > slot.position {
-                slot.store.put(POSITION_KEY, &next.to_be_bytes())?;
+            let position: Vec<u64> = slot
+                .position
+                .iter()
+                .zip(&self.next_offset)
+                .map(|(&held, next)| held.max(next.unwrap_or(0)))
+                .collect();
+            if position != slot.position {
+                let bytes = encode_position(&self.topics, &position);
+                slot.store.put(POSITION_KEY, &bytes)?;
             }
             slot.store.commit()?;
-            slot.position = slot.position.max(next);
+            slot.position = position;
         }
-        self.committed_offset = Some(next);
-        Ok(Some(next))
+        self.committed_offset.clone_from(&self.next_offset);
+        Ok(self
+            .next_offset
+            .iter()
+            .enumerate()
+            .filter_map(|(topic, next)| Some((topic, (*next)?)))
+            .collect())
     }
 
     /// Commits and closes every store, keeping their files.
-    pub fn close(mut self) -> Result<Option<u64>> {
+    pub fn close(mut self) -> Result<Vec<(usize, u64)>> {
         let committed = self.commit();
         if committed.is_err() {
             self.abandon();
@@ -152,23 +176,87 @@ impl Task {
     }
 }
 
-/// The position stored in `store`, if any.
-fn read_position(store: &LoggedStore) -> Result<Option<u64>> {
-    let Some(bytes) = store.get(POSITION_KEY)? else {
-        return Ok(None);
-    };
-    let array: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
+/// The position `store` holds for each of `topics` (0 for a topic it holds none for).
+///
+/// # Errors
+/// `Corruption` for a position that cannot be decoded; `InvalidArgument` for a one-topic
+/// position under several input topics: which topic it belongs to is not recorded.
+fn read_position(store: &LoggedStore, topics: &[String]) -> Result<Vec<u64>> {
+    match store.get(POSITION_KEY)? {
+        None => Ok(vec![0; topics.len()]),
+        Some(bytes) => decode_position(&bytes, topics).map_err(|err| match err {
+            Error::Corruption(why) => Error::Corruption(format!("store {store:?}: {why}")),
+            Error::InvalidArgument(why) => {
+                Error::InvalidArgument(format!("store {store:?}: {why}"))
+            }
+            other => other,
+        }),
+    }
+}
+
+/// The bytes of `position` (one offset per topic of `topics`), as [`POSITION_KEY`] holds them.
+fn encode_position(topics: &[String], position: &[u64]) -> Vec<u8> {
+    if let [next] = position {
+        return next.to_be_bytes().to_vec();
+    }
+    let mut bytes = vec![NAMED_POSITIONS];
+    for (topic, next) in topics.iter().zip(position) {
+        // Kafka topic names have at most 249 bytes (validated).
+        let len = u16::try_from(topic.len()).unwrap_or(u16::MAX);
+        bytes.extend_from_slice(&len.to_be_bytes());
+        bytes.extend_from_slice(&topic.as_bytes()[..usize::from(len)]);
+        bytes.extend_from_slice(&next.to_be_bytes());
+    }
+    bytes
+}
+
+/// The offset of each of `topics` in `bytes`; 0 for a topic they do not name. Topics they name
+/// and `topics` does not (an input topic removed from the configuration) are ignored.
+fn decode_position(bytes: &[u8], topics: &[String]) -> Result<Vec<u64>> {
+    let offset = |raw: &[u8]| raw.try_into().map(u64::from_be_bytes).ok();
+    if bytes.len() == 8 {
+        return match (topics, offset(bytes)) {
+            ([_], Some(next)) => Ok(vec![next]),
+            _ => Err(Error::invalid(format!(
+                "the task position was written by an application with one input topic, and \
+                 {} are configured now; which topic it belongs to is not recorded (run the new \
+                 topology under a new application_id)",
+                topics.len()
+            ))),
+        };
+    }
+    let corrupt = || {
         Error::Corruption(format!(
-            "the task position in store {store:?} has {} bytes, not 8",
+            "the task position of {} bytes cannot be decoded",
             bytes.len()
         ))
-    })?;
-    Ok(Some(u64::from_be_bytes(array)))
+    };
+    let Some((&NAMED_POSITIONS, mut rest)) = bytes.split_first() else {
+        return Err(corrupt());
+    };
+    if rest.is_empty() {
+        return Err(corrupt());
+    }
+    let mut position = vec![0; topics.len()];
+    while !rest.is_empty() {
+        let (len, tail) = rest.split_at_checked(2).ok_or_else(corrupt)?;
+        let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+        let (name, tail) = tail.split_at_checked(len).ok_or_else(corrupt)?;
+        let (next, tail) = tail.split_at_checked(8).ok_or_else(corrupt)?;
+        let next = offset(next).ok_or_else(corrupt)?;
+        if let Some(index) = topics.iter().position(|t| t.as_bytes() == name) {
+            position[index] = next;
+        }
+        rest = tail;
+    }
+    Ok(position)
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use super::{decode_position, encode_position};
 
     use statestore::memory::{Config, MemoryStore};
     use statestore_changelog::{Changelog, Checkpoint, LoggedStore, LoggedStoreConfig, MemoryLog};
@@ -206,5 +294,57 @@ mod tests {
             .collect();
         assert!(logged.contains(&b"kept".to_vec()), "{logged:?}");
         assert!(!logged.contains(&b"dropped".to_vec()), "{logged:?}");
+    }
+
+    fn topics(names: &[&str]) -> Vec<String> {
+        names.iter().map(|&name| name.to_owned()).collect()
+    }
+
+    #[test]
+    fn positions_round_trip_by_topic_name() {
+        let one = topics(&["in"]);
+        let bytes = encode_position(&one, &[42]);
+        assert_eq!(
+            bytes,
+            42u64.to_be_bytes(),
+            "one topic keeps the 8-byte form"
+        );
+        assert_eq!(decode_position(&bytes, &one).expect("decode"), [42]);
+
+        let two = topics(&["clicks", "views"]);
+        let bytes = encode_position(&two, &[7, u64::MAX]);
+        assert_eq!(
+            decode_position(&bytes, &two).expect("decode"),
+            [7, u64::MAX]
+        );
+        // Reordered, extended or shrunk configurations find each topic by name.
+        let reordered = topics(&["views", "new", "clicks"]);
+        assert_eq!(
+            decode_position(&bytes, &reordered).expect("decode"),
+            [u64::MAX, 0, 7]
+        );
+        assert_eq!(
+            decode_position(&bytes, &topics(&["clicks"])).expect("decode"),
+            [7]
+        );
+    }
+
+    #[test]
+    fn a_bad_position_is_a_typed_error() {
+        let two = topics(&["a", "b"]);
+        let one_topic = 5u64.to_be_bytes();
+        let err = decode_position(&one_topic, &two).expect_err("whose offset is it?");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("one input topic"), "{err}");
+
+        let good = encode_position(&two, &[1, 2]);
+        assert_eq!(good.len(), 23);
+        // Every cut but 12, which ends after the first topic's whole entry.
+        for cut in [0, 1, 2, 5, 11, 13, 22] {
+            let err = decode_position(&good[..cut], &two).expect_err("truncated");
+            assert_eq!(err.kind(), ErrorKind::Corruption, "cut at {cut}: {err}");
+        }
+        let err = decode_position(b"garbage!!", &two).expect_err("garbage");
+        assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     }
 }

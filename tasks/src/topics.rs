@@ -1,5 +1,5 @@
-//! The topics an application needs: its input topic, which must exist, and one changelog topic
-//! per store, created when missing with the input's partition count.
+//! The topics an application needs: its input topics, which must exist with one partition
+//! count, and one changelog topic per store, created when missing with that partition count.
 
 use std::time::Duration;
 
@@ -42,22 +42,39 @@ pub(crate) fn partition_count<C: ClientContext>(
     }
 }
 
-/// Checks the input topic and every changelog topic, creating the missing changelog topics,
-/// and returns the input's partition count: the number of tasks.
+/// Checks the input topics and every changelog topic, creating the missing changelog topics,
+/// and returns the inputs' partition count: the number of tasks.
 ///
 /// # Errors
-/// `InvalidArgument` when the input topic does not exist or a changelog topic has another
-/// partition count than the input (both counts named); `Timeout` when no broker answers.
+/// `InvalidArgument` when an input topic does not exist, two input topics have different
+/// partition counts, or a changelog topic has another partition count than the input (both
+/// counts named); `Timeout` when no broker answers.
 pub(crate) fn prepare<C: ClientContext>(client: &Client<C>, config: &TasksConfig) -> Result<u32> {
     let timeout = config.request_timeout();
-    let input = config.input_topic()?;
-    let partitions = partition_count(client, input, timeout)?.ok_or_else(|| {
-        Error::invalid(format!(
-            "input topic {input} does not exist (application {}); create it first: its \
-             partition count sets the number of tasks",
-            config.application_id
-        ))
-    })?;
+    let mut counted: Option<(&str, u32)> = None;
+    for input in &config.input_topics {
+        let count = partition_count(client, input, timeout)?.ok_or_else(|| {
+            Error::invalid(format!(
+                "input topic {input} does not exist (application {}); create it first: its \
+                 partition count sets the number of tasks",
+                config.application_id
+            ))
+        })?;
+        match counted {
+            None => counted = Some((input, count)),
+            Some((first, first_count)) if first_count != count => {
+                return Err(Error::invalid(format!(
+                    "input topic {input} has {count} partitions but input topic {first} has \
+                     {first_count}: a task owns the same partition of every input topic, so \
+                     they must be co-partitioned (repartition one of them)"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let Some((input, partitions)) = counted else {
+        return Err(Error::invalid("no input topic is configured"));
+    };
     for store in &config.stores {
         let changelog = config.changelog_config(store, partitions);
         let topic = changelog.topic();

@@ -1,5 +1,6 @@
 //! Tasks against the real broker: instances of one application in one consumer group share the
-//! partitions of a 4-partition input topic, tasks move on join and leave, counts stay exact,
+//! partitions of a 4-partition input topic (or two co-partitioned ones), tasks move on join and
+//! leave, counts stay exact,
 //! every store equals a replay of its changelog, a task that comes back restores only the
 //! changelog tail past its checkpoint, and bad input gives clear errors.
 
@@ -294,6 +295,108 @@ fn join_and_leave(
     (a_events, b_events)
 }
 
+/// Two co-partitioned input topics: a task owns partition `p` of both, through a join, a leave
+/// and a restart; counts stay exact, each store keeps a position per topic, and the restarted
+/// instance resumes each topic where it stopped.
+#[test]
+fn several_input_topics_are_co_partitioned_and_counted_exactly() {
+    let Some(bootstrap) = bootstrap("several_input_topics_are_co_partitioned_and_counted_exactly")
+    else {
+        return;
+    };
+    let Setup {
+        app,
+        input: clicks,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-two-inputs");
+    let views = unique("tasks-two-inputs-views");
+    create_topic(&bootstrap, &views, 4);
+    // The second topic's records start elsewhere in the word sequence, so the two differ.
+    merge(
+        &mut expected,
+        produce(&bootstrap, &views, PARTITIONS, 5 * n..6 * n),
+    );
+    let config = |dir: &Path| TasksConfig {
+        input_topics: vec![clicks.clone(), views.clone()],
+        ..config(&bootstrap, &app, &clicks, dir)
+    };
+
+    let a = Instance::start(config(dir_a.path()));
+    a.wait_processed(2 * n);
+    assert_eq!(a.owned(), 4);
+    let b = Instance::start(config(dir_b.path()));
+    assert!(
+        wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2),
+        "after B joined: A owns {}, B owns {}",
+        a.owned(),
+        b.owned()
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &clicks, PARTITIONS, n..2 * n),
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &views, PARTITIONS, 6 * n..7 * n),
+    );
+    let (a_done, b_done) = (a.processed.clone(), b.processed.clone());
+    let total = || a_done.load(Ordering::Relaxed) + b_done.load(Ordering::Relaxed);
+    assert!(
+        wait_until(Duration::from_secs(60), || total() == 4 * n),
+        "processed {} of {}",
+        total(),
+        4 * n
+    );
+    b.stop();
+    assert!(
+        wait_until(Duration::from_secs(30), || a.owned() == 4),
+        "after B left, A owns {}",
+        a.owned()
+    );
+    a.stop();
+
+    // A comes back after more records reached one topic only: it resumes each topic at its
+    // own position, so it processes exactly the new records.
+    merge(
+        &mut expected,
+        produce(&bootstrap, &views, PARTITIONS, 7 * n..8 * n),
+    );
+    let a = Instance::start(config(dir_a.path()));
+    a.wait_processed(n);
+    let events = a.stop();
+    assert_eq!(
+        a_done.load(Ordering::Relaxed) + b_done.load(Ordering::Relaxed),
+        4 * n
+    );
+    let mut resumed: BTreeMap<String, u64> = BTreeMap::new();
+    let mut assigned = 0;
+    for event in &events {
+        if let TaskEventKind::Assigned {
+            next_offset,
+            next_offsets,
+            ..
+        } = &event.kind
+        {
+            assigned += 1;
+            assert_eq!(next_offset.as_ref(), next_offsets.get(&clicks), "{event:?}");
+            for (topic, next) in next_offsets {
+                *resumed.entry(topic.clone()).or_insert(0) += next;
+            }
+        }
+    }
+    assert_eq!(assigned, 4, "{events:?}");
+    // Each topic resumed past every record processed before the restart, and no further.
+    assert_eq!(resumed.get(&clicks), Some(&(2 * n)), "{resumed:?}");
+    assert_eq!(resumed.get(&views), Some(&(2 * n)), "{resumed:?}");
+
+    assert_eq!(sum(&expected), 5 * n);
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+    assert_stores_equal_changelog(&bootstrap, &app, dir_a.path(), &[0, 1, 2, 3]);
+}
+
 #[test]
 fn a_task_that_comes_back_restores_only_the_tail_past_its_checkpoint() {
     let Some(bootstrap) =
@@ -413,6 +516,22 @@ fn bad_input_gives_clear_errors() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     assert!(
         text.contains("has 2 partitions") && text.contains("has 4"),
+        "{text}"
+    );
+
+    // Input topics that are not co-partitioned: both named, with their counts.
+    let other = unique("tasks-bad-other");
+    create_topic(&bootstrap, &other, 3);
+    let two = TasksConfig {
+        input_topics: vec![input.clone(), other.clone()],
+        ..config(&bootstrap, &unique("tasks-bad-two"), &input, dir.path())
+    };
+    let err = Application::new(two).err().expect("not co-partitioned");
+    let text = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(
+        text.contains(&format!("{other} has 3 partitions"))
+            && text.contains(&format!("{input} has 4")),
         "{text}"
     );
 }

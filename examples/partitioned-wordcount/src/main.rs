@@ -355,6 +355,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
             restored,
             next_offset,
             restore_time,
+            ..
         } => {
             let restored: Vec<String> = restored
                 .iter()
