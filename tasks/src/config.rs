@@ -242,7 +242,16 @@ impl TasksConfig {
                     statestore::backend_names().join(", ")
                 )));
             }
-            self.changelog_config(store, 1).validate()?;
+            let changelog = self.changelog_config(store, 1);
+            changelog.validate()?;
+            let topic = changelog.topic();
+            if self.input_topics.contains(&topic) {
+                return Err(Error::invalid(format!(
+                    "input topic {topic:?} is the changelog topic of store {:?}: the application \
+                     would process its own state updates",
+                    store.name
+                )));
+            }
         }
         for (name, value) in [
             ("commit_interval_ms", self.commit_interval_ms),
@@ -353,6 +362,13 @@ mod tests {
                     ..valid()
                 },
                 "\"b/c\" is not a Kafka topic name",
+            ),
+            (
+                TasksConfig {
+                    input_topics: vec!["input".into(), "app-counts-changelog".into()],
+                    ..valid()
+                },
+                "\"app-counts-changelog\" is the changelog topic of store \"counts\"",
             ),
             (
                 TasksConfig {
