@@ -17,7 +17,3 @@ fi
 
 # One build cache outside the clone, so a fresh clone (and CI) reuses RocksDB and librdkafka.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/statestore-target}"
-
-# RocksDB's C++ (the only C++ in the build) compiles with clang: unoptimised under the test
-# profile, it takes 44% less CPU than with g++ (see Cargo.toml).
-export CXX="${CXX:-clang++}"
