@@ -165,6 +165,39 @@ fn assert_stores_equal_changelog(bootstrap: &str, app: &str, state_dir: &Path, p
     }
 }
 
+/// Waits up to a minute until A and B, sharing four tasks, own two each.
+fn wait_split(a: &Instance, b: &Instance) {
+    assert!(
+        wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2),
+        "after B joined: A owns {}, B owns {}",
+        a.owned(),
+        b.owned()
+    );
+}
+
+/// Waits up to 30 s until A, left alone, owns all four tasks.
+fn wait_owns_all(a: &Instance) {
+    assert!(
+        wait_until(Duration::from_secs(30), || a.owned() == 4),
+        "after B left, A owns {}",
+        a.owned()
+    );
+}
+
+/// The records the instances counted in `done` processed together.
+fn total(done: &[Arc<AtomicU64>]) -> u64 {
+    done.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+}
+
+/// Waits up to a minute until the instances counted in `done` processed `expected` together.
+fn wait_total(done: &[Arc<AtomicU64>], expected: u64) {
+    assert!(
+        wait_until(Duration::from_secs(60), || total(done) == expected),
+        "processed {} of {expected}",
+        total(done)
+    );
+}
+
 fn sum(map: &BTreeMap<String, u64>) -> u64 {
     map.values().sum()
 }
@@ -225,44 +258,24 @@ fn join_and_leave(
     assert_eq!(a.owned(), 4);
 
     let b = Instance::start(config(dir_b.path()));
-    assert!(
-        wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2),
-        "after B joined: A owns {}, B owns {}",
-        a.owned(),
-        b.owned()
-    );
+    wait_split(&a, &b);
     merge(
         &mut expected,
         produce(&bootstrap, &input, PARTITIONS, n..2 * n),
     );
-    let (a_done, b_done) = (a.processed.clone(), b.processed.clone());
-    let total = || a_done.load(Ordering::Relaxed) + b_done.load(Ordering::Relaxed);
-    assert!(
-        wait_until(Duration::from_secs(60), || total() == 2 * n),
-        "processed {} of {}",
-        total(),
-        2 * n
-    );
+    let done = [a.processed.clone(), b.processed.clone()];
+    wait_total(&done, 2 * n);
     let b_tasks: Vec<u32> = b.tasks.lock().iter().map(|t| t.partition).collect();
     let b_events = b.stop();
     let after_leave = end_offsets(&bootstrap, &app);
     assert!(b_events.iter().any(|e| e.kind == TaskEventKind::Revoked));
 
-    assert!(
-        wait_until(Duration::from_secs(30), || a.owned() == 4),
-        "after B left, A owns {}",
-        a.owned()
-    );
+    wait_owns_all(&a);
     merge(
         &mut expected,
         produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || total() == 3 * n),
-        "processed {} of {}",
-        total(),
-        3 * n
-    );
+    wait_total(&done, 3 * n);
     let a_events = a.stop();
 
     assert_eq!(sum(&expected), 3 * n);
@@ -328,12 +341,7 @@ fn several_input_topics_are_co_partitioned_and_counted_exactly() {
     a.wait_processed(2 * n);
     assert_eq!(a.owned(), 4);
     let b = Instance::start(config(dir_b.path()));
-    assert!(
-        wait_until(Duration::from_secs(60), || a.owned() == 2 && b.owned() == 2),
-        "after B joined: A owns {}, B owns {}",
-        a.owned(),
-        b.owned()
-    );
+    wait_split(&a, &b);
     merge(
         &mut expected,
         produce(&bootstrap, &clicks, PARTITIONS, n..2 * n),
@@ -342,20 +350,10 @@ fn several_input_topics_are_co_partitioned_and_counted_exactly() {
         &mut expected,
         produce(&bootstrap, &views, PARTITIONS, 6 * n..7 * n),
     );
-    let (a_done, b_done) = (a.processed.clone(), b.processed.clone());
-    let total = || a_done.load(Ordering::Relaxed) + b_done.load(Ordering::Relaxed);
-    assert!(
-        wait_until(Duration::from_secs(60), || total() == 4 * n),
-        "processed {} of {}",
-        total(),
-        4 * n
-    );
+    let done = [a.processed.clone(), b.processed.clone()];
+    wait_total(&done, 4 * n);
     b.stop();
-    assert!(
-        wait_until(Duration::from_secs(30), || a.owned() == 4),
-        "after B left, A owns {}",
-        a.owned()
-    );
+    wait_owns_all(&a);
     a.stop();
 
     // A comes back after more records reached one topic only: it resumes each topic at its
@@ -367,10 +365,7 @@ fn several_input_topics_are_co_partitioned_and_counted_exactly() {
     let a = Instance::start(config(dir_a.path()));
     a.wait_processed(n);
     let events = a.stop();
-    assert_eq!(
-        a_done.load(Ordering::Relaxed) + b_done.load(Ordering::Relaxed),
-        4 * n
-    );
+    assert_eq!(total(&done), 4 * n);
     let mut resumed: BTreeMap<String, u64> = BTreeMap::new();
     let mut assigned = 0;
     for event in &events {
