@@ -1,5 +1,5 @@
 //! Where a `LoggedStore` commit's time goes, step by step, against writing the same records
-//! straight into the store: the figures behind the README's "Logged against unlogged".
+//! straight into the store: the figures behind "Logged against unlogged" in `docs/benchmarks.md`.
 //!
 //! ```text
 //! cargo run --profile bench -p statestore-changelog --example commit_phases -- [backend] [keys] [commits]

@@ -153,7 +153,7 @@ fn recorder_installed() -> bool {
 /// to the drop of its iterator.
 ///
 /// Overhead on a `get` of a present key, from the criterion bench
-/// `operator-stores/benches/metered.rs`, is in the README's operator-stores section.
+/// `operator-stores/benches/metered.rs`, is in `docs/operator-stores.md`.
 ///
 /// ```
 /// use std::sync::Arc;
