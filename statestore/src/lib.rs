@@ -22,6 +22,11 @@ use std::path::Path;
 
 pub use store_api::*;
 
+// The README's code blocks, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
 /// Durability: `LoggedStore`, changelogs, checkpoints, restore and the state directory.
 #[cfg(feature = "changelog")]
 pub use statestore_changelog as changelog;
