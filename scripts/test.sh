@@ -21,6 +21,7 @@ cargo fmt --all -- --check
 # script's output is keyed by profile, so under `dev` RocksDB and librdkafka would be compiled
 # a second time.
 cargo clippy --workspace --all-targets --profile test -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --profile test
 
 if ! wait "$broker_install"; then
     cat "$broker_log" >&2

@@ -38,7 +38,7 @@ pub struct RestoreArgs {
     /// The backend to rebuild the store in.
     #[arg(long, value_parser = parse_persistent_backend)]
     backend: String,
-    /// The embedded file log's directory, which holds <topic>-<partition>/ directories
+    /// The embedded file log's directory, which holds TOPIC-PARTITION/ directories
     /// [default: STATE_DIR/changelog, where the wordcount example keeps it].
     #[arg(long, conflicts_with = "kafka")]
     log_dir: Option<PathBuf>,

@@ -4,7 +4,7 @@
 //! `Config::default()` (RocksDB's `db_options` and `write_options`, sled's `to_sled`, redb's
 //! `builder`), so both sides run the engine with the same
 //! settings. Every
-//! adapter issues each [`Target`](crate::Target) operation the way a user of that engine alone
+//! adapter issues each [`Target`] operation the way a user of that engine alone
 //! would: the cheapest call, values read in place where the engine lends them. The gap between
 //! an adapter and [`ApiTarget`](crate::ApiTarget) on the same engine is therefore the cost of
 //! statestore's abstraction: bounds and limit checks, the closed-store lock, owned iterators
