@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use statestore_changelog::{KafkaConfig, LoggedStoreConfig};
+
+use crate::outputs::ProductionErrorPolicy;
 use store_api::{Error, Result};
 
 /// The longest Kafka Streams accepts for an application id; the changelog topic adds the store
@@ -107,6 +109,14 @@ pub struct TasksConfig {
     pub replication_factor: i32,
     /// Further librdkafka properties for every client (security, tuning).
     pub properties: BTreeMap<String, String>,
+    /// What to do with an output record the brokers did not acknowledge. Default `fail`.
+    pub production_error: ProductionErrorPolicy,
+    /// Workarounds for tansu 0.6's consumer-group coordinator, off by default: a 20 ms
+    /// `fetch.wait.max.ms` (tansu sleeps for half the wait after every fetch), and leaving and
+    /// rejoining the group when a partition owned elsewhere makes no progress for
+    /// [`stall_timeout`](TasksConfig::stall_timeout) (tansu can keep a dead leader's
+    /// assignment). Kafka and nisshi need neither.
+    pub tansu_workarounds: bool,
 }
 
 impl Default for TasksConfig {
@@ -127,6 +137,8 @@ impl Default for TasksConfig {
             request_timeout_ms: 30_000,
             replication_factor: 1,
             properties: BTreeMap::new(),
+            production_error: ProductionErrorPolicy::Fail,
+            tansu_workarounds: false,
         }
     }
 }
@@ -142,10 +154,11 @@ impl TasksConfig {
         Duration::from_millis(self.state_cleanup_delay_ms)
     }
 
-    /// How long a partition owned by another instance may have records waiting without its
-    /// group offset moving before this instance leaves and rejoins the group: twice the
+    /// With [`tansu_workarounds`](TasksConfig::tansu_workarounds), how long a partition owned by
+    /// another instance may have records waiting without its group offset moving before this
+    /// instance leaves and rejoins the group: twice the
     /// session timeout plus twice the commit interval. It covers a coordinator that keeps a
-    /// stale assignment (see the README's "Scaling out"); an instance that restores for
+    /// stale assignment (tansu 0.6 after its group leader died); an instance that restores for
     /// longer than this causes one needless rebalance.
     pub fn stall_timeout(&self) -> Duration {
         Duration::from_millis(

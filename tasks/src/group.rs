@@ -15,9 +15,11 @@ use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use statestore_changelog::{RestoreListener, StateDirectory, TaskId};
-use store_api::{Error, Result};
+use store_api::{Error, ErrorKind, Result};
 
+use crate::app::base_config;
 use crate::config::TasksConfig;
+use crate::outputs::Outputs;
 use crate::standby::Standbys;
 use crate::task::Task;
 use crate::topics::convert;
@@ -42,9 +44,23 @@ pub(crate) struct Shared {
     /// Rebalance callbacks served so far: a partition's progress is judged only across a
     /// stretch without one.
     pub rebalances: AtomicU64,
+    /// The output records of every task, and their producer.
+    pub outputs: Mutex<Outputs>,
 }
 
 impl Shared {
+    /// Hands the processors' outputs to the producer.
+    pub(crate) fn send_outputs(&self) -> Result<()> {
+        let config = &self.config;
+        self.outputs.lock().send(config, || base_config(config))
+    }
+
+    /// Waits until every output is acknowledged: a task commits only after this succeeded.
+    pub(crate) fn flush_outputs(&self) -> Result<()> {
+        let config = &self.config;
+        self.outputs.lock().flush(config, || base_config(config))
+    }
+
     /// The group offsets of task `partition` from what [`Task::commit`] returned.
     pub(crate) fn group_offsets_of<'a>(
         &'a self,
@@ -259,7 +275,12 @@ impl Shared {
     /// Commits and closes the revoked tasks, or closes them without committing when the
     /// assignment was lost.
     fn revoke(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
-        let lost = consumer.assignment_lost();
+        // A revoked task commits only once its outputs are acknowledged.
+        let flushed = self.flush_outputs();
+        let lost = consumer.assignment_lost() || flushed.is_err();
+        if let Err(err) = flushed {
+            self.fail(err);
+        }
         for partition in self.partitions_of(tpl) {
             let Some(task) = self.tasks.lock().remove(&partition) else {
                 continue;
@@ -277,6 +298,11 @@ impl Shared {
                         // The state holds the position; the group offset is only a floor.
                         tracing::warn!(%err, partition, "committing the group offset failed");
                     }
+                }
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    tracing::warn!(partition, %err, "revoked task was fenced by a newer owner");
+                    self.event(partition, TaskEventKind::Fenced);
+                    continue;
                 }
                 Err(err) => self.fail(err),
             }

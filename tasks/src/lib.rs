@@ -47,6 +47,7 @@ mod app;
 mod config;
 mod group;
 mod members;
+mod outputs;
 mod standby;
 mod store;
 mod task;
@@ -54,6 +55,7 @@ mod topics;
 
 pub use app::{Application, ProcessorContext};
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
+pub use outputs::ProductionErrorPolicy;
 pub use store::TaskStore;
 pub use task::POSITION_KEY;
 pub use topics::create_topic;
@@ -90,4 +92,8 @@ pub enum TaskEventKind {
     /// The task was lost (this instance missed its session timeout): closed without
     /// committing.
     Lost,
+    /// A commit found that a newer owner had fenced the task's changelog (this instance was
+    /// paused past its session timeout and the task moved): closed without committing, and
+    /// nothing it appended counts.
+    Fenced,
 }

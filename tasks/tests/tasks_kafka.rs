@@ -861,3 +861,69 @@ fn assert_clear_kafka_error(err: &store_api::Error) {
     );
     assert!(err.to_string().contains("kafka"), "{err}");
 }
+
+/// An output the broker refuses: the commit fails, `poll` reports the error, and nothing of
+/// the task is committed past the record that sent it: no changelog commit holds a position
+/// beyond it, and an instance started afterwards processes it again.
+#[test]
+fn an_output_the_broker_refuses_stops_the_commits_before_it() {
+    let Some(bootstrap) = bootstrap("an_output_the_broker_refuses_stops_the_commits_before_it")
+    else {
+        return;
+    };
+    let (app, input, output) = (
+        unique("refused"),
+        unique("refused-in"),
+        unique("refused-out"),
+    );
+    create_topic(&bootstrap, &input, 1);
+    create_topic(&bootstrap, &output, 1);
+    produce(&bootstrap, &input, 1, 0..40);
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = config(&bootstrap, &app, &input, dir.path());
+    config.commit_interval_ms = 100;
+    let refused_at = 20;
+    let mut app_instance = Application::new(config.clone()).expect("start");
+    let mut process = |ctx: &mut statestore_tasks::ProcessorContext<'_>| {
+        count_word(ctx)?;
+        let topic = if ctx.offset() == refused_at {
+            REFUSED_TOPIC
+        } else {
+            output.as_str()
+        };
+        ctx.send(topic, ctx.key().map(<[u8]>::to_vec).as_deref(), Some(b"1"));
+        Ok(())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let err = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refusal was never reported"
+        );
+        match app_instance.poll(Duration::from_millis(50), &mut process) {
+            Ok(_) => {}
+            Err(err) => break err,
+        }
+    };
+    assert!(err.to_string().contains("output"), "{err}");
+    drop(app_instance.close());
+    drop(app_instance);
+    let topic = format!("{app}-counts-changelog");
+    let (model, _) = replay(&bootstrap, &topic, 0);
+    let position = model
+        .get(statestore_tasks::POSITION_KEY)
+        .map_or(0, |bytes| decode(bytes));
+    assert!(
+        position <= refused_at,
+        "the task committed position {position}, past the refused output of record {refused_at}"
+    );
+    // What was committed is exactly the records before the position.
+    let counted: u64 = counts_of(&model).values().sum();
+    assert_eq!(counted, position);
+}
+
+/// A topic name the broker refuses to create or write.
+const REFUSED_TOPIC: &str = "statestore.refused.output.topic.with.a.name.too.long.for.kafka.\
+    which.allows.at.most.249.characters.in.a.topic.name.so.this.one.goes.on.and.on.and.on.\
+    and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.\
+    on.and.on.and.on.and.on.and.on";
