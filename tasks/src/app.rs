@@ -17,6 +17,7 @@ use crate::config::TasksConfig;
 use crate::group::{GroupContext, Shared, commit_group, partition_id};
 use crate::members;
 use crate::outputs::{Output, Outputs};
+use crate::restorer::Restorer;
 use crate::standby::{Standby, Standbys, standby_tasks};
 use crate::store::TaskStore;
 use crate::task::Task;
@@ -174,6 +175,7 @@ impl Application {
             client_id: unique_client_id(&config.application_id),
             rebalances: AtomicU64::new(0),
             outputs: Mutex::new(Outputs::new(config.production_error)),
+            restorer: Mutex::new(Restorer::new()),
             config,
         });
         let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -261,6 +263,7 @@ impl Application {
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
+        self.shared.finish_restores(&self.consumer)?;
         let (processed, full) = match polled {
             None => (false, false),
             Some(Err(KafkaError::PartitionEOF(_))) => (false, false),
@@ -380,6 +383,8 @@ impl Application {
             return Ok(());
         }
         self.closed = true;
+        self.shared
+            .abandon_restores(self.shared.config.request_timeout());
         let flushed = self.flush_outputs();
         let tasks = std::mem::take(&mut *self.shared.tasks.lock());
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
@@ -544,7 +549,9 @@ impl Application {
             return Ok(());
         };
         let shared = &self.shared;
-        let active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        let mut active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        // A restoring task's directory is its restore's until the restore ends.
+        active.extend(shared.restorer.lock().tasks.keys().copied());
         let replicas = shared.config.num_standby_replicas;
         let mut wanted = standby_tasks(&view.members, &shared.client_id, replicas);
         wanted.retain(|p| !active.contains(p));
@@ -670,6 +677,10 @@ fn consumer_config(config: &TasksConfig) -> ClientConfig {
         .set(
             "heartbeat.interval.ms",
             config.heartbeat_interval_ms.to_string(),
+        )
+        .set(
+            "max.poll.interval.ms",
+            config.max_poll_interval_ms.to_string(),
         )
         .set(
             "partition.assignment.strategy",

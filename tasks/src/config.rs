@@ -101,6 +101,10 @@ pub struct TasksConfig {
     /// `heartbeat.interval.ms`. Default 3 s (Kafka's); keep it under a third of the session
     /// timeout.
     pub heartbeat_interval_ms: u64,
+    /// The group consumer's `max.poll.interval.ms`: the longest the instance may go without
+    /// polling before it leaves the group. Restores run off the poll loop and do not count
+    /// against it. Default 300 s (Kafka's).
+    pub max_poll_interval_ms: u64,
     /// How partitions are spread over instances. Default `range`.
     pub assignment_strategy: AssignmentStrategy,
     /// The longest a metadata, topic or produce request waits, in milliseconds. Default 30 s.
@@ -133,6 +137,7 @@ impl Default for TasksConfig {
             restore_parallelism: std::thread::available_parallelism().map_or(1, usize::from),
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 3_000,
+            max_poll_interval_ms: 300_000,
             assignment_strategy: AssignmentStrategy::default(),
             request_timeout_ms: 30_000,
             replication_factor: 1,
@@ -270,6 +275,7 @@ impl TasksConfig {
             ("commit_interval_ms", self.commit_interval_ms),
             ("session_timeout_ms", self.session_timeout_ms),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("max_poll_interval_ms", self.max_poll_interval_ms),
             ("request_timeout_ms", self.request_timeout_ms),
         ] {
             if value == 0 || i32::try_from(value).is_err() {
@@ -277,6 +283,12 @@ impl TasksConfig {
                     "{name} must be between 1 and 2^31-1 milliseconds, not {value}"
                 )));
             }
+        }
+        if self.max_poll_interval_ms < self.session_timeout_ms {
+            return Err(Error::invalid(format!(
+                "max_poll_interval_ms ({}) must be at least session_timeout_ms ({})",
+                self.max_poll_interval_ms, self.session_timeout_ms
+            )));
         }
         if self.heartbeat_interval_ms >= self.session_timeout_ms {
             return Err(Error::invalid(format!(

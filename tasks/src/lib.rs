@@ -10,7 +10,8 @@
 //! - Kafka's group protocol decides which instance owns which task ([`AssignmentStrategy`]);
 //!   this crate adds no membership protocol. On assignment an instance restores the task's
 //!   stores from their changelogs (only the tail past the task's checkpoint when its files are
-//!   there; several tasks in parallel), and only then processes its records. On revocation it
+//!   there; several tasks in parallel) on a restore thread, while it goes on polling and
+//!   processing its other tasks, and only then processes the task's records. On revocation it
 //!   commits the task and closes its stores, keeping the files for a later return. On loss
 //!   (the instance missed its session timeout) it closes them without committing.
 //! - Exactly-once state without broker transactions: each store keeps the input position it
@@ -48,6 +49,7 @@ mod config;
 mod group;
 mod members;
 mod outputs;
+mod restorer;
 mod standby;
 mod store;
 mod task;
