@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# A local Kafka-protocol broker (tansu) on loopback for the Kafka changelog's integration tests.
+# A local Kafka-protocol broker on loopback for the Kafka integration tests: nisshi 0.8.1 (the
+# default), or tansu 0.6.0 with two fixes (STATESTORE_BROKER=tansu).
 #
-#   scripts/broker.sh install  build the patched tansu if missing (nothing else; see below)
+#   scripts/broker.sh install  build the broker if missing (nothing else; see below)
 #   scripts/broker.sh start    build it if missing, start it, print the bootstrap address
 #   scripts/broker.sh stop     stop it and remove its working directory
 #   scripts/broker.sh status   print the bootstrap address and pid; exit 1 when not running
-#   scripts/broker.sh bin      print the patched tansu's path; exit 1 when it is not built
+#   scripts/broker.sh bin      print the broker's path; exit 1 when it is not built
 #
 # Typical use:
 #   export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)
@@ -13,11 +14,13 @@
 #   scripts/broker.sh stop
 #
 # Every command is idempotent: `start` on a running broker prints its address again, `stop`
-# without one does nothing. The broker keeps its records in SQLite (`sqlite://tansu.db`) in a
-# fresh `mktemp -d` directory; tansu's `memory://` engine is never used because it loses
+# without one does nothing. The broker keeps its records in SQLite (`sqlite://<name>.db`) in a
+# fresh `mktemp -d` directory; the `memory://` engine is never used because tansu's loses
 # records. Progress goes to stderr; stdout carries only the address.
 #
 # Environment:
+#   STATESTORE_BROKER         nisshi (default) or tansu; the tests turn on the tansu workarounds
+#                             (`TasksConfig::tansu_workarounds`) when it is tansu
 #   STATESTORE_KAFKA_PORT     port to listen on (default 19092)
 #   STATESTORE_BROKER_STATE   state file (default ${TMPDIR:-/tmp}/statestore-broker.env)
 #   STATESTORE_BROKER_WAIT    seconds to wait for the port to accept connections (default 60)
@@ -69,8 +72,7 @@ alive() {
 #    entry, `create index if not exists header_topition_offset_id on header (topition,
 #    offset_id)`, which also indexes an existing database when the broker starts.
 #
-# Upstream, tansu continues as `nisshi` (0.8.x on crates.io), which needs rustc 1.96: move the
-# test broker to it once the toolchain has it.
+# Upstream, tansu continues as nisshi, the default broker below.
 #
 # Bump TANSU_BUILD whenever the patch changes: it names the install directory, so every
 # machine (CI too) builds the new one once. Build flags alone (the optimisation level) do not
@@ -84,6 +86,65 @@ tansu_bin() {
   [[ -x "$TANSU_ROOT/bin/tansu" ]] || return 1
   echo "$TANSU_ROOT/bin/tansu"
 }
+
+# nisshi 0.8.1 (tansu's successor) from crates.io, unpatched: its consumer-group coordinator
+# keeps the group when its leader dies, where tansu 0.6 can stall it. It needs rustc 1.96,
+# which Debian bookworm's security suite carries as rustc-web and cargo-web
+# (/usr/bin/rustc and /usr/bin/cargo, beside rustup's toolchain, which stays the default).
+NISSHI_VERSION=0.8.1
+NISSHI_ROOT="$BROKER_HOME/nisshi-$NISSHI_VERSION"
+
+nisshi_bin() {
+  [[ -x "$NISSHI_ROOT/bin/nisshi" ]] || return 1
+  echo "$NISSHI_ROOT/bin/nisshi"
+}
+
+# True when /usr/bin/rustc is at least 1.96.
+new_enough_rustc() {
+  local version
+  version=$(/usr/bin/rustc --version 2>/dev/null | awk '{print $2}') || return 1
+  [[ -n "$version" ]] && [[ "$(printf '%s\n1.96.0\n' "$version" | sort -V | head -n 1)" == 1.96.0 ]]
+}
+
+install_nisshi() {
+  nisshi_bin >/dev/null && return 0
+  mkdir -p "$BROKER_HOME"
+  exec 9>"$BROKER_HOME/install.lock"
+  flock 9
+  if nisshi_bin >/dev/null; then
+    exec 9>&-
+    return 0
+  fi
+  if ! new_enough_rustc; then
+    log "installing rustc-web and cargo-web (rustc 1.96) from Debian's security suite for nisshi"
+    local sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq rustc-web cargo-web >&2
+    new_enough_rustc || die "rustc-web did not bring rustc 1.96 to /usr/bin/rustc"
+  fi
+  log "building nisshi $NISSHI_VERSION into $NISSHI_ROOT: about 500 crates, unoptimised," \
+    "about 16 CPU-minutes (8 min on 2 idle cores)"
+  local started=$SECONDS
+  work=$(mktemp -d "${TMPDIR:-/tmp}/statestore-nisshi-build.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_TARGET_DIR="$work/target" RUSTC=/usr/bin/rustc \
+    /usr/bin/cargo install nisshi --version "$NISSHI_VERSION" --locked --root "$NISSHI_ROOT" >&2
+  rm -rf "$work"
+  trap - EXIT
+  exec 9>&-
+  nisshi_bin >/dev/null || die "cargo install finished but $NISSHI_ROOT/bin/nisshi is missing"
+  log "built nisshi $NISSHI_VERSION in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
+}
+
+BROKER="${STATESTORE_BROKER:-nisshi}"
+case "$BROKER" in
+  nisshi | tansu) ;;
+  *) die "STATESTORE_BROKER must be nisshi or tansu, not '$BROKER'" ;;
+esac
+
+broker_bin() { "${BROKER}_bin"; }
+install_broker() { "install_$BROKER"; }
 
 # Replaces the one occurrence of $2 in file $1 with $3; fails unless $2 occurs exactly once
 # and $3 is there afterwards.
@@ -196,9 +257,9 @@ start() {
   [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
   rm -f "$STATE"
   port_open "$PORT" && die "port $PORT is already in use; set STATESTORE_KAFKA_PORT to a free port"
-  install_tansu
+  install_broker
   local bin dir addr pid
-  bin=$(tansu_bin)
+  bin=$(broker_bin)
   dir=$(mktemp -d "${TMPDIR:-/tmp}/statestore-broker.XXXXXX")
   addr="127.0.0.1:$PORT"
   (
@@ -207,7 +268,7 @@ start() {
     exec setsid "$bin" broker \
       --listener-url "tcp://$addr" \
       --advertised-listener-url "tcp://$addr" \
-      --storage-engine "sqlite://tansu.db" \
+      --storage-engine "sqlite://$BROKER.db" \
       >"$dir/broker.log" 2>&1
   ) &
   pid=$!
@@ -217,16 +278,16 @@ start() {
     if ! alive "$pid"; then
       tail -n 20 "$dir/broker.log" >&2 || true
       rm -f "$STATE"
-      die "tansu exited before listening on $addr (log above, dir $dir)"
+      die "$BROKER exited before listening on $addr (log above, dir $dir)"
     fi
     if ((waited >= WAIT * 10)); then
       stop
-      die "tansu did not accept connections on $addr within ${WAIT}s"
+      die "$BROKER did not accept connections on $addr within ${WAIT}s"
     fi
     sleep 0.1
     waited=$((waited + 1))
   done
-  log "tansu listening on $addr (pid $pid, dir $dir, log $dir/broker.log)"
+  log "$BROKER listening on $addr (pid $pid, dir $dir, log $dir/broker.log)"
   echo "$addr"
 }
 
@@ -241,7 +302,7 @@ stop() {
         sleep 0.1
       done
       kill -9 "$BROKER_PID" 2>/dev/null || true
-      log "stopped tansu (pid $BROKER_PID)"
+      log "stopped the broker (pid $BROKER_PID)"
     fi
     [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
     rm -f "$STATE"
@@ -261,11 +322,11 @@ status() {
 }
 
 case "${1:-}" in
-  install) install_tansu ;;
+  install) install_broker ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
-  bin) tansu_bin || die "$TANSU_BUILD is not built; scripts/broker.sh install builds it" ;;
+  bin) broker_bin || die "$BROKER is not built; scripts/broker.sh install builds it" ;;
   *)
     echo "usage: $0 install|start|stop|status|bin" >&2
     exit 2

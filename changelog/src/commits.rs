@@ -1,5 +1,7 @@
 //! [`CommitReader`]: reading a changelog commit by commit.
 
+use std::collections::BTreeSet;
+
 use store_api::{BatchOp, Result};
 
 use crate::record::{Changelog, ChangelogRecord, RecordKind};
@@ -46,6 +48,14 @@ pub struct CommitReader<'l> {
     pending: Vec<ChangelogRecord>,
     /// The offset of the last commit end released.
     committed: Option<u64>,
+    /// The highest writer epoch read so far: a record stamped with a lower one comes from a
+    /// fenced writer and is ignored (see "Fencing" in [`Changelog`]).
+    epoch: u64,
+    /// The epoch of the record ending the trusted range: a record with a higher one before it
+    /// means that record is a fenced writer's, so the range is not trusted from there on.
+    trusted_epoch: u64,
+    /// The keys of the records ignored as a fenced writer's.
+    pub(crate) fenced: BTreeSet<Vec<u8>>,
 }
 
 /// What one [`CommitReader::read`] released.
@@ -72,7 +82,30 @@ impl<'l> CommitReader<'l> {
             trusted: None,
             pending: Vec::new(),
             committed: None,
+            epoch: 0,
+            trusted_epoch: 0,
+            fenced: BTreeSet::new(),
         }
+    }
+
+    /// As [`new`](CommitReader::new), for a reader that already applied records of writer
+    /// epoch `epoch` (read from the state a restore resumes): records of lower epochs are
+    /// ignored from the start.
+    pub fn with_epoch(log: &'l dyn Changelog, from: u64, epoch: u64) -> Self {
+        CommitReader {
+            epoch,
+            ..CommitReader::new(log, from)
+        }
+    }
+
+    /// The highest writer epoch read so far (or given to [`with_epoch`](Self::with_epoch)).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The keys of the records ignored so far because a newer writer had fenced theirs.
+    pub fn fenced_keys(&self) -> &BTreeSet<Vec<u8>> {
+        &self.fenced
     }
 
     /// Finds the last commit end below `end` (normally the log's end offset) and makes every
@@ -85,11 +118,15 @@ impl<'l> CommitReader<'l> {
     /// # Errors
     /// Any error of the log's reads.
     pub fn catch_up(&mut self, end: u64, window: usize) -> Result<Option<u64>> {
-        let found = last_commit_end(self.log, self.next, end, window)?;
-        if found.is_some() {
-            self.trusted = found;
+        let found = last_commit_end_record(self.log, self.next, end, window)?;
+        // A commit end stamped below the epoch already read is a fenced writer's: it ends no
+        // commit, so nothing can be trusted to be followed by one.
+        let found = found.filter(|record| record.epoch >= self.epoch);
+        if let Some(record) = &found {
+            self.trusted = Some(record.offset);
+            self.trusted_epoch = record.epoch;
         }
-        Ok(found)
+        Ok(found.map(|record| record.offset))
     }
 
     /// Reads up to `max_records` records from the reader's position and releases the updates
@@ -125,10 +162,17 @@ impl<'l> CommitReader<'l> {
             (None, Some(_), Some(trusted)) => self.next = trusted + 1,
             _ => {}
         }
+        let mut trusting = trusted.is_some();
         for record in records {
-            self.take(record, trusted.is_some(), &mut released);
+            if trusting && record.epoch > self.trusted_epoch {
+                // A newer writer began before the trusted commit end, which is therefore a
+                // fenced writer's: from here on, records wait for a commit end again.
+                trusting = false;
+                self.trusted = None;
+            }
+            self.take(record, trusting, &mut released);
         }
-        if let Some(trusted) = trusted.filter(|&trusted| self.next > trusted) {
+        if let Some(trusted) = trusted.filter(|&trusted| trusting && self.next > trusted) {
             released.commit_end = Some(trusted);
             self.committed = Some(trusted);
         }
@@ -137,6 +181,13 @@ impl<'l> CommitReader<'l> {
 
     /// Releases `record` with every held-back record before it, or holds it back.
     fn take(&mut self, record: ChangelogRecord, trusted: bool, out: &mut Released) {
+        if record.epoch < self.epoch {
+            if record.kind != RecordKind::CommitMarker {
+                self.fenced.insert(record.op.key().to_vec());
+            }
+            return;
+        }
+        self.epoch = record.epoch;
         if !trusted && record.kind == RecordKind::Framed {
             self.pending.push(record);
             return;
@@ -180,6 +231,16 @@ pub fn last_commit_end(
     end: u64,
     window: usize,
 ) -> Result<Option<u64>> {
+    Ok(last_commit_end_record(log, from, end, window)?.map(|record| record.offset))
+}
+
+/// As [`last_commit_end`], returning the record.
+fn last_commit_end_record(
+    log: &dyn Changelog,
+    from: u64,
+    end: u64,
+    window: usize,
+) -> Result<Option<ChangelogRecord>> {
     let window = window.max(1) as u64;
     let mut high = end;
     while high > from {
@@ -187,12 +248,12 @@ pub fn last_commit_end(
         let span = usize::try_from(high - low).unwrap_or(usize::MAX);
         let records = log.read(low, span)?;
         let found = records
-            .iter()
+            .into_iter()
             .rev()
             .filter(|record| record.offset < high)
             .find(|record| record.kind.ends_commit());
         if let Some(record) = found {
-            return Ok(Some(record.offset));
+            return Ok(Some(record));
         }
         high = low;
     }

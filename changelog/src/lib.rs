@@ -28,15 +28,15 @@ pub use file::{
 };
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaLog, util as kafka_util};
-pub use logged::{LoggedStore, LoggedStoreConfig};
+pub use logged::{CommitPolicy, LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
 pub use record::{
-    COMMIT_MARKER_KEY, Changelog, ChangelogRecord, Framing, RecordKind, check_append, check_record,
-    marker_op,
+    COMMIT_MARKER_KEY, Changelog, ChangelogRecord, EPOCH_KEY, Framing, RecordKind, check_append,
+    check_record, marker_op,
 };
 pub use restore::{
     DEFAULT_RESTORE_BATCH_RECORDS, NoopRestoreListener, RestoreListener, RestoreOutcome, restore,
-    wipe,
+    stored_epoch, wipe,
 };
 pub use state_dir::{
     LOCK_FILE, StateDirectory, TaskDirectory, TaskId, create_private_dir, validate_name,

@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 use store_api::{BatchOp, Result};
@@ -31,9 +32,20 @@ pub const DEFAULT_MEMORY_MAX_RECORD_LEN: usize = 16 << 20;
 /// assert_eq!(reopened.end_offset()?, 1);
 /// # Ok::<(), store_api::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct MemoryLog {
     shared: Arc<Shared>,
+    /// The writer epoch this handle stamps on its appends; clones start with the same one.
+    epoch: AtomicU64,
+}
+
+impl Clone for MemoryLog {
+    fn clone(&self) -> Self {
+        MemoryLog {
+            shared: Arc::clone(&self.shared),
+            epoch: AtomicU64::new(self.epoch.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -41,7 +53,7 @@ struct Shared {
     topic: String,
     partition: u32,
     max_record_len: usize,
-    records: RwLock<Vec<(BatchOp, RecordKind)>>,
+    records: RwLock<Vec<(BatchOp, RecordKind, u64)>>,
 }
 
 impl MemoryLog {
@@ -61,6 +73,7 @@ impl MemoryLog {
                 max_record_len,
                 records: RwLock::new(Vec::new()),
             }),
+            epoch: AtomicU64::new(0),
         }
     }
 
@@ -94,13 +107,19 @@ impl Changelog for MemoryLog {
             Framing::Unframed => RecordKind::Unframed,
             Framing::Open | Framing::Commit => RecordKind::Framed,
         };
+        let epoch = self.epoch.load(Ordering::Relaxed);
         let mut records = self.shared.records.write();
         let start = records.len() as u64;
-        records.extend(ops.iter().map(|op| (op.clone(), kind)));
+        records.extend(ops.iter().map(|op| (op.clone(), kind, epoch)));
         if framing == Framing::Commit {
-            records.push((marker_op(), RecordKind::CommitMarker));
+            records.push((marker_op(), RecordKind::CommitMarker, epoch));
         }
         Ok(start..records.len() as u64)
+    }
+
+    fn set_writer_epoch(&self, epoch: u64) -> Result<()> {
+        self.epoch.store(epoch, Ordering::Relaxed);
+        Ok(())
     }
 
     fn sync(&self) -> Result<()> {
@@ -114,10 +133,11 @@ impl Changelog for MemoryLog {
         Ok(records[start..end]
             .iter()
             .zip(from..)
-            .map(|((op, kind), offset)| ChangelogRecord {
+            .map(|((op, kind, epoch), offset)| ChangelogRecord {
                 offset,
                 op: op.clone(),
                 kind: *kind,
+                epoch: *epoch,
             })
             .collect())
     }

@@ -13,6 +13,13 @@ use store_api::{BatchOp, Error, Result};
 /// so compaction never mistakes a user's record for a marker or drops one for it.
 pub const COMMIT_MARKER_KEY: &[u8] = b"\xffstatestore\x00commit\xff";
 
+/// The key under which a fenced writer's store keeps its writer epoch (8 bytes, big-endian,
+/// then 8 that tell two fences of one epoch apart):
+/// written in the log by [`LoggedStore::fence`](crate::LoggedStore::fence), restored with the
+/// rest, and read by the next restore to know which epochs are already fenced. A
+/// [`LoggedStore`](crate::LoggedStore) refuses writes of it.
+pub const EPOCH_KEY: &[u8] = b"\0statestore.epoch";
+
 /// How the records of one [`append_framed`](Changelog::append_framed) are framed into commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Framing {
@@ -57,6 +64,9 @@ pub struct ChangelogRecord {
     pub op: BatchOp,
     /// How the record is framed.
     pub kind: RecordKind,
+    /// The writer epoch the record was appended under (see "Fencing" in [`Changelog`]); 0 for
+    /// a record whose writer set none.
+    pub epoch: u64,
 }
 
 impl ChangelogRecord {
@@ -66,6 +76,7 @@ impl ChangelogRecord {
             offset,
             op,
             kind: RecordKind::Unframed,
+            epoch: 0,
         }
     }
 
@@ -75,6 +86,7 @@ impl ChangelogRecord {
             offset,
             op: marker_op(),
             kind: RecordKind::CommitMarker,
+            epoch: 0,
         }
     }
 }
@@ -159,6 +171,18 @@ pub fn check_record(key: &[u8], value_len: usize, max_record_len: usize) -> Resu
 /// records after the last commit end; Kafka's cleaner never compacts the active segment, so
 /// only an abandoned tail left unrepaired in a rolled segment for longer than the topic's
 /// compaction lag is exposed.
+///
+/// # Fencing
+/// A writer that takes a partition over from another (a task moving between instances) sets
+/// a writer epoch higher than any in the log ([`set_writer_epoch`](Changelog::set_writer_epoch))
+/// and the log stamps it on every record that writer appends. Readers ([`CommitReader`]
+/// (crate::CommitReader)) ignore every record whose epoch is below the highest epoch before
+/// it (a record without one counts as epoch 0): a previous owner that wakes up after the takeover (a pause past its session timeout)
+/// can still append, but no reader applies what it appends, and it learns that it was fenced
+/// when its next commit finds the newer epoch ([`LoggedStore::fence`]
+/// (crate::LoggedStore::fence)). A log without stamped records reads as before. Only a log
+/// that several processes write needs it: the Kafka and memory logs stamp epochs; the file
+/// log, which one process owns through the state directory's lock, does not.
 pub trait Changelog: Send + Sync + Debug + 'static {
     /// The topic name, such as `app-counts-changelog`.
     fn topic(&self) -> &str;
@@ -188,6 +212,19 @@ pub trait Changelog: Send + Sync + Debug + 'static {
     /// As [`append_framed`](Changelog::append_framed).
     fn append(&self, ops: &[BatchOp]) -> Result<Range<u64>> {
         self.append_framed(ops, Framing::Unframed)
+    }
+
+    /// Stamps `epoch` on every record this handle appends from now on (see "Fencing" above).
+    ///
+    /// # Errors
+    /// `Unsupported` for a log that cannot carry epochs (the default).
+    fn set_writer_epoch(&self, epoch: u64) -> Result<()> {
+        let _ = epoch;
+        Err(Error::Unsupported(format!(
+            "changelog {}/{} cannot carry writer epochs",
+            self.topic(),
+            self.partition()
+        )))
     }
 
     /// Waits until every record appended so far is durable under the log's sync policy.

@@ -11,14 +11,15 @@
 //! store directory: it works for any [`KeyValueStore`], including one the caller opened with
 //! options this crate never sees, and it keeps the store's files and locks in place.
 
+use std::collections::BTreeSet;
 use std::ops::{Bound, ControlFlow};
 use std::sync::mpsc::{self, SyncSender};
 
-use store_api::{BatchOp, KeyValueStore, Result, WriteBatch};
+use store_api::{BatchOp, Error, KeyValueStore, Result, WriteBatch};
 
 use crate::checkpoint::Checkpoint;
 use crate::commits::{CommitReader, Released};
-use crate::record::Changelog;
+use crate::record::{Changelog, EPOCH_KEY};
 
 /// Records per restore `WriteBatch` unless configured otherwise: 1000, as many as Kafka
 /// Streams' restore consumer polls at a time (`max.poll.records`). Replaying 1M records of 174
@@ -66,6 +67,11 @@ pub struct RestoreOutcome {
     /// The offset of the last commit end the store now holds (what the checkpoint says), or
     /// `None` when it holds none (an empty log, or one holding only a torn commit).
     pub checkpoint: Option<u64>,
+    /// The highest writer epoch in the log up to where the restore stopped (see "Fencing" in
+    /// [`Changelog`]); 0 when no writer stamped one.
+    pub epoch: u64,
+    /// The distinct keys of the records ignored because a newer writer had fenced theirs.
+    pub fenced: u64,
 }
 
 /// Replays `log` into `store` from `checkpoint`'s entry for the log, in `WriteBatch`es of
@@ -82,6 +88,41 @@ pub fn restore(
     batch_records: usize,
     listener: &mut dyn RestoreListener,
 ) -> Result<RestoreOutcome> {
+    restore_fenced(store, log, checkpoint, batch_records, listener).map(|(outcome, _)| outcome)
+}
+
+/// The writer epoch a store's content was restored up to, as [`EPOCH_KEY`] holds it.
+///
+/// # Errors
+/// A store error, or `Corruption` for a value that holds no epoch.
+pub fn stored_epoch(store: &dyn KeyValueStore) -> Result<u64> {
+    match store.get(EPOCH_KEY)? {
+        None => Ok(0),
+        Some(bytes) => epoch_of(&bytes).ok_or_else(|| {
+            Error::Corruption(format!(
+                "the writer epoch in the store has {} bytes, not 16",
+                bytes.len()
+            ))
+        }),
+    }
+}
+
+/// The epoch of a value of [`EPOCH_KEY`]: its first 8 bytes, big-endian, of 16.
+pub(crate) fn epoch_of(value: &[u8]) -> Option<u64> {
+    let bytes: [u8; 16] = value.try_into().ok()?;
+    let mut epoch = [0; 8];
+    epoch.copy_from_slice(&bytes[..8]);
+    Some(u64::from_be_bytes(epoch))
+}
+
+/// As [`restore`], also returning the keys of the records it ignored as a fenced writer's.
+pub(crate) fn restore_fenced(
+    store: &dyn KeyValueStore,
+    log: &dyn Changelog,
+    checkpoint: &Checkpoint,
+    batch_records: usize,
+    listener: &mut dyn RestoreListener,
+) -> Result<(RestoreOutcome, BTreeSet<Vec<u8>>)> {
     let (topic, partition) = (log.topic(), log.partition());
     let start = log.start_offset()?;
     let end = log.end_offset()?;
@@ -111,7 +152,7 @@ pub fn restore(
             start
         }
     };
-    let mut reader = CommitReader::new(log, from);
+    let mut reader = CommitReader::with_epoch(log, from, stored_epoch(store)?);
     // Only records up to the last commit end are replayed: a commit torn at the tail is
     // left out whole.
     let target = reader.catch_up(end, batch_records.max(1))?;
@@ -132,12 +173,24 @@ pub fn restore(
         checkpoint.set(topic, partition, last)?;
     }
     listener.on_end(topic, partition, records);
-    Ok(RestoreOutcome {
+    let fenced = std::mem::take(&mut reader.fenced);
+    if !fenced.is_empty() {
+        tracing::warn!(
+            topic,
+            partition,
+            keys = fenced.len(),
+            "ignored records that a fenced writer appended"
+        );
+    }
+    let outcome = RestoreOutcome {
         wiped: resume.is_none(),
         from,
         records,
         checkpoint: last,
-    })
+        epoch: reader.epoch(),
+        fenced: fenced.len() as u64,
+    };
+    Ok((outcome, fenced))
 }
 
 /// Applies the updates the reader releases up to `target` to `store`, batch by batch, and

@@ -106,6 +106,7 @@ fn open(dir: &tempfile::TempDir, inner: &Arc<dyn KeyValueStore>, log: &MemoryLog
     let config = LoggedStoreConfig {
         commit_bytes: 400,
         restore_batch_records: 3,
+        ..LoggedStoreConfig::default()
     };
     let log = Arc::new(log.clone());
     LoggedStore::open(Arc::clone(inner), log, checkpoint(dir.path()), config).expect("open")

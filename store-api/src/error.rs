@@ -55,6 +55,11 @@ pub enum Error {
     #[error("timed out: {0}")]
     Timeout(String),
 
+    /// A newer writer took over the changelog this writer appends to (a task moved to another
+    /// instance while this one was paused): what this writer appends is ignored from now on.
+    #[error("fenced: {0}")]
+    Fenced(String),
+
     /// A native engine error that fits no other kind.
     #[error("{backend} error: {source}")]
     Backend {
@@ -84,6 +89,8 @@ pub enum ErrorKind {
     Unsupported,
     /// See [`Error::Timeout`].
     Timeout,
+    /// See [`Error::Fenced`].
+    Fenced,
     /// See [`Error::Backend`].
     Backend,
 }
@@ -99,6 +106,7 @@ impl Error {
             Error::Closed => ErrorKind::Closed,
             Error::Unsupported(_) => ErrorKind::Unsupported,
             Error::Timeout(_) => ErrorKind::Timeout,
+            Error::Fenced(_) => ErrorKind::Fenced,
             Error::Backend { .. } => ErrorKind::Backend,
         }
     }

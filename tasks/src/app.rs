@@ -9,24 +9,25 @@ use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use statestore_changelog::{NoopRestoreListener, RestoreListener, StateDirectory, TaskId};
-use store_api::{Error, Result};
+use store_api::{Error, ErrorKind, Result};
 
 use crate::config::TasksConfig;
 use crate::group::{GroupContext, Shared, commit_group, partition_id};
 use crate::members;
+use crate::outputs::{Output, Outputs};
+use crate::restorer::Restorer;
 use crate::standby::{Standby, Standbys, standby_tasks};
 use crate::store::TaskStore;
 use crate::task::Task;
 use crate::topics::{self, convert};
 use crate::{TaskEvent, TaskEventKind};
 
-/// How long a broker may hold a fetch that finds nothing new, unless the properties say
-/// otherwise. tansu 0.6 sleeps for half of it after every fetch, even one that found records.
-const FETCH_WAIT_MS: &str = "20";
+/// With `tansu_workarounds`, how long a broker may hold a fetch that finds nothing new, unless
+/// the properties say otherwise: tansu 0.6 sleeps for half of it after every fetch, even one
+/// that found records.
+const TANSU_FETCH_WAIT_MS: &str = "20";
 
 /// How often the group's assignment is read: standby copies follow it and catch up with their
 /// changelogs, and a stale assignment is noticed.
@@ -46,14 +47,6 @@ pub struct ProcessorContext<'a> {
     offset: u64,
     partition: u32,
     outputs: &'a mut Vec<Output>,
-}
-
-/// A record the processor sends to an output topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Output {
-    topic: String,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
 }
 
 impl ProcessorContext<'_> {
@@ -110,8 +103,9 @@ impl ProcessorContext<'_> {
     }
 
     /// Sends a record to `topic` once the processor returns. Outputs are at least once: they
-    /// are flushed before each commit, and a record processed again after a crash sends its
-    /// outputs again.
+    /// are flushed before each commit, which fails if one was not acknowledged (see
+    /// [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)), and a record processed again
+    /// after a crash sends its outputs again.
     pub fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
         self.outputs.push(Output {
             topic: topic.to_owned(),
@@ -126,8 +120,6 @@ impl ProcessorContext<'_> {
 pub struct Application {
     consumer: BaseConsumer<GroupContext>,
     shared: Arc<Shared>,
-    producer: Option<BaseProducer>,
-    outputs: Vec<Output>,
     last_commit: Instant,
     last_cleanup: Instant,
     last_group_check: Instant,
@@ -182,6 +174,8 @@ impl Application {
             standbys: Mutex::new(Standbys::new()),
             client_id: unique_client_id(&config.application_id),
             rebalances: AtomicU64::new(0),
+            outputs: Mutex::new(Outputs::new(config.production_error)),
+            restorer: Mutex::new(Restorer::new()),
             config,
         });
         let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -203,8 +197,6 @@ impl Application {
         Ok(Application {
             consumer,
             shared,
-            producer: None,
-            outputs: Vec::new(),
             last_commit: Instant::now(),
             last_cleanup: Instant::now(),
             last_group_check: Instant::now(),
@@ -241,6 +233,12 @@ impl Application {
             .collect()
     }
 
+    /// Output records that were not delivered: dropped under
+    /// [`ProductionErrorPolicy::Continue`](crate::ProductionErrorPolicy::Continue).
+    pub fn dropped_outputs(&self) -> u64 {
+        self.shared.outputs.lock().dropped()
+    }
+
     /// The task events since the last call, oldest first.
     pub fn take_events(&self) -> Vec<TaskEvent> {
         std::mem::take(&mut *self.shared.events.lock())
@@ -265,21 +263,22 @@ impl Application {
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
-        let processed = match polled {
-            None => false,
-            Some(Err(KafkaError::PartitionEOF(_))) => false,
+        self.shared.finish_restores(&self.consumer)?;
+        let (processed, full) = match polled {
+            None => (false, false),
+            Some(Err(KafkaError::PartitionEOF(_))) => (false, false),
             Some(Err(err)) => {
                 // librdkafka reports transient errors (a broker reconnecting) and retries.
                 tracing::debug!(%err, "consumer error");
-                false
+                (false, false)
             }
             Some(Ok(message)) => {
-                let outputs = &mut self.outputs;
-                process_message(&self.shared, &message, outputs, process)?
+                let mut outputs = self.shared.outputs.lock();
+                process_message(&self.shared, &message, outputs.pending(), process)?
             }
         };
         self.send_outputs()?;
-        if self.last_commit.elapsed() >= self.shared.config.commit_interval() {
+        if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
         }
         if self.shared.config.num_standby_replicas > 0
@@ -288,7 +287,9 @@ impl Application {
             self.maintain_standbys()?;
             self.last_group_check = Instant::now();
         }
-        if self.last_progress_check.elapsed() >= self.shared.config.progress_check_interval() {
+        if self.shared.config.tansu_workarounds
+            && self.last_progress_check.elapsed() >= self.shared.config.progress_check_interval()
+        {
             self.check_progress()?;
             self.last_progress_check = Instant::now();
         }
@@ -313,8 +314,9 @@ impl Application {
     }
 
     /// Commits every task: outputs flushed, then each task's stores with its position, then
-    /// the group offsets (a failure there is logged: the stores hold the positions). Also
-    /// removes the directories of tasks unassigned for longer than `state_cleanup_delay`.
+    /// the group offsets (a failure there is logged: the stores hold the positions). A task
+    /// whose changelog a newer owner fenced is dropped as lost. Also removes the directories
+    /// of tasks unassigned for longer than `state_cleanup_delay`.
     ///
     /// # Errors
     /// The first error of a flush or a store commit.
@@ -323,12 +325,27 @@ impl Application {
         let mut offsets = Vec::new();
         {
             let mut tasks = self.shared.tasks.lock();
+            let mut fenced = Vec::new();
             for (&partition, task) in tasks.iter_mut() {
-                if task.committed_offset == task.next_offset {
+                if task.committed_offset == task.next_offset && !task.needs_commit() {
                     continue;
                 }
-                let committed = task.commit()?;
-                offsets.extend(self.shared.group_offsets_of(partition, &committed));
+                match task.commit() {
+                    Ok(committed) => {
+                        offsets.extend(self.shared.group_offsets_of(partition, &committed))
+                    }
+                    Err(err) if err.kind() == ErrorKind::Fenced => {
+                        tracing::warn!(task = %task.id, %err, "task fenced by a newer owner: dropped as lost");
+                        fenced.push(partition);
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+            for partition in fenced {
+                if let Some(task) = tasks.remove(&partition) {
+                    task.abandon();
+                    self.shared.event(partition, TaskEventKind::Fenced);
+                }
             }
         }
         if let Err(err) = commit_group(&self.consumer, &offsets) {
@@ -366,6 +383,8 @@ impl Application {
             return Ok(());
         }
         self.closed = true;
+        self.shared
+            .abandon_restores(self.shared.config.request_timeout());
         let flushed = self.flush_outputs();
         let tasks = std::mem::take(&mut *self.shared.tasks.lock());
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
@@ -385,6 +404,11 @@ impl Application {
             match task.close() {
                 Ok(committed) => {
                     offsets.extend(self.shared.group_offsets_of(partition, &committed))
+                }
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    tracing::warn!(partition, %err, "task fenced by a newer owner on close");
+                    self.shared.event(partition, TaskEventKind::Fenced);
+                    continue;
                 }
                 Err(err) => first_error = first_error.or(Some(err)),
             }
@@ -525,7 +549,9 @@ impl Application {
             return Ok(());
         };
         let shared = &self.shared;
-        let active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        let mut active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        // A restoring task's directory is its restore's until the restore ends.
+        active.extend(shared.restorer.lock().tasks.keys().copied());
         let replicas = shared.config.num_standby_replicas;
         let mut wanted = standby_tasks(&view.members, &shared.client_id, replicas);
         wanted.retain(|p| !active.contains(p));
@@ -557,52 +583,11 @@ impl Application {
     }
 
     fn send_outputs(&mut self) -> Result<()> {
-        if self.outputs.is_empty() {
-            return Ok(());
-        }
-        if self.producer.is_none() {
-            let mut config = base_config(&self.shared.config);
-            config.set("enable.idempotence", "true").set("acks", "all");
-            let producer = config
-                .create()
-                .map_err(|err| convert("creating the output producer", err))?;
-            self.producer = Some(producer);
-        }
-        let Some(producer) = &self.producer else {
-            return Ok(());
-        };
-        for output in self.outputs.drain(..) {
-            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&output.topic);
-            if let Some(key) = &output.key {
-                record = record.key(key.as_slice());
-            }
-            if let Some(value) = &output.value {
-                record = record.payload(value.as_slice());
-            }
-            let mut pending = record;
-            loop {
-                match producer.send(pending) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        producer.poll(Duration::from_millis(10));
-                        pending = back;
-                    }
-                    Err((err, _)) => return Err(convert("sending an output record", err)),
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-        Ok(())
+        self.shared.send_outputs()
     }
 
     fn flush_outputs(&mut self) -> Result<()> {
-        self.send_outputs()?;
-        match &self.producer {
-            Some(producer) => producer
-                .flush(self.shared.config.request_timeout())
-                .map_err(|err| convert("flushing the output records", err)),
-            None => Ok(()),
-        }
+        self.shared.flush_outputs()
     }
 }
 
@@ -614,13 +599,14 @@ impl Drop for Application {
     }
 }
 
-/// Hands `message` to `process` with its task, unless the task already processed it.
+/// Hands `message` to `process` with its task, unless the task already processed it. Returns
+/// whether it was processed, and whether a store of its task needs a commit now.
 fn process_message<F>(
     shared: &Shared,
     message: &BorrowedMessage<'_>,
     outputs: &mut Vec<Output>,
     process: &mut F,
-) -> Result<bool>
+) -> Result<(bool, bool)>
 where
     F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
 {
@@ -629,15 +615,15 @@ where
         u64::try_from(message.offset()),
         shared.topic_index(message.topic()),
     ) else {
-        return Ok(false);
+        return Ok((false, false));
     };
     let mut tasks = shared.tasks.lock();
     let Some(task) = tasks.get_mut(&partition) else {
         // A record fetched before its partition was revoked.
-        return Ok(false);
+        return Ok((false, false));
     };
     if task.next_offset[topic].is_some_and(|next| offset < next) {
-        return Ok(false);
+        return Ok((false, false));
     }
     let mut context = ProcessorContext {
         task,
@@ -652,7 +638,7 @@ where
         return Err(err);
     }
     task.next_offset[topic] = Some(offset + 1);
-    Ok(true)
+    Ok((true, task.needs_commit()))
 }
 
 /// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`.
@@ -664,7 +650,7 @@ fn unique_client_id(application_id: &str) -> String {
 }
 
 /// Bootstrap servers, the passthrough properties and the timeouts.
-fn base_config(config: &TasksConfig) -> ClientConfig {
+pub(crate) fn base_config(config: &TasksConfig) -> ClientConfig {
     let mut client = ClientConfig::new();
     for (key, value) in &config.properties {
         client.set(key, value);
@@ -678,8 +664,8 @@ fn base_config(config: &TasksConfig) -> ClientConfig {
 /// The group consumer: no automatic commits, positions from the tasks.
 fn consumer_config(config: &TasksConfig) -> ClientConfig {
     let mut client = base_config(config);
-    if client.get("fetch.wait.max.ms").is_none() {
-        client.set("fetch.wait.max.ms", FETCH_WAIT_MS);
+    if config.tansu_workarounds && client.get("fetch.wait.max.ms").is_none() {
+        client.set("fetch.wait.max.ms", TANSU_FETCH_WAIT_MS);
     }
     client
         .set("group.id", &config.application_id)
@@ -691,6 +677,10 @@ fn consumer_config(config: &TasksConfig) -> ClientConfig {
         .set(
             "heartbeat.interval.ms",
             config.heartbeat_interval_ms.to_string(),
+        )
+        .set(
+            "max.poll.interval.ms",
+            config.max_poll_interval_ms.to_string(),
         )
         .set(
             "partition.assignment.strategy",

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use statestore_changelog::{KafkaConfig, LoggedStoreConfig};
+
+use crate::outputs::ProductionErrorPolicy;
 use store_api::{Error, Result};
 
 /// The longest Kafka Streams accepts for an application id; the changelog topic adds the store
@@ -99,6 +101,10 @@ pub struct TasksConfig {
     /// `heartbeat.interval.ms`. Default 3 s (Kafka's); keep it under a third of the session
     /// timeout.
     pub heartbeat_interval_ms: u64,
+    /// The group consumer's `max.poll.interval.ms`: the longest the instance may go without
+    /// polling before it leaves the group. Restores run off the poll loop and do not count
+    /// against it. Default 300 s (Kafka's).
+    pub max_poll_interval_ms: u64,
     /// How partitions are spread over instances. Default `range`.
     pub assignment_strategy: AssignmentStrategy,
     /// The longest a metadata, topic or produce request waits, in milliseconds. Default 30 s.
@@ -107,6 +113,14 @@ pub struct TasksConfig {
     pub replication_factor: i32,
     /// Further librdkafka properties for every client (security, tuning).
     pub properties: BTreeMap<String, String>,
+    /// What to do with an output record the brokers did not acknowledge. Default `fail`.
+    pub production_error: ProductionErrorPolicy,
+    /// Workarounds for tansu 0.6's consumer-group coordinator, off by default: a 20 ms
+    /// `fetch.wait.max.ms` (tansu sleeps for half the wait after every fetch), and leaving and
+    /// rejoining the group when a partition owned elsewhere makes no progress for
+    /// [`stall_timeout`](TasksConfig::stall_timeout) (tansu can keep a dead leader's
+    /// assignment). Kafka and nisshi need neither.
+    pub tansu_workarounds: bool,
 }
 
 impl Default for TasksConfig {
@@ -123,10 +137,13 @@ impl Default for TasksConfig {
             restore_parallelism: std::thread::available_parallelism().map_or(1, usize::from),
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 3_000,
+            max_poll_interval_ms: 300_000,
             assignment_strategy: AssignmentStrategy::default(),
             request_timeout_ms: 30_000,
             replication_factor: 1,
             properties: BTreeMap::new(),
+            production_error: ProductionErrorPolicy::Fail,
+            tansu_workarounds: false,
         }
     }
 }
@@ -142,10 +159,11 @@ impl TasksConfig {
         Duration::from_millis(self.state_cleanup_delay_ms)
     }
 
-    /// How long a partition owned by another instance may have records waiting without its
-    /// group offset moving before this instance leaves and rejoins the group: twice the
+    /// With [`tansu_workarounds`](TasksConfig::tansu_workarounds), how long a partition owned by
+    /// another instance may have records waiting without its group offset moving before this
+    /// instance leaves and rejoins the group: twice the
     /// session timeout plus twice the commit interval. It covers a coordinator that keeps a
-    /// stale assignment (see the README's "Scaling out"); an instance that restores for
+    /// stale assignment (tansu 0.6 after its group leader died); an instance that restores for
     /// longer than this causes one needless rebalance.
     pub fn stall_timeout(&self) -> Duration {
         Duration::from_millis(
@@ -257,6 +275,7 @@ impl TasksConfig {
             ("commit_interval_ms", self.commit_interval_ms),
             ("session_timeout_ms", self.session_timeout_ms),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("max_poll_interval_ms", self.max_poll_interval_ms),
             ("request_timeout_ms", self.request_timeout_ms),
         ] {
             if value == 0 || i32::try_from(value).is_err() {
@@ -264,6 +283,12 @@ impl TasksConfig {
                     "{name} must be between 1 and 2^31-1 milliseconds, not {value}"
                 )));
             }
+        }
+        if self.max_poll_interval_ms < self.session_timeout_ms {
+            return Err(Error::invalid(format!(
+                "max_poll_interval_ms ({}) must be at least session_timeout_ms ({})",
+                self.max_poll_interval_ms, self.session_timeout_ms
+            )));
         }
         if self.heartbeat_interval_ms >= self.session_timeout_ms {
             return Err(Error::invalid(format!(

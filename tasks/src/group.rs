@@ -1,23 +1,27 @@
 //! The consumer group's rebalance callbacks, which open, restore, commit and close tasks.
 //!
-//! librdkafka calls them from inside `BaseConsumer::poll`, on the application's own thread, so
-//! restoring there blocks only this instance's processing: heartbeats go on from librdkafka's
-//! background thread. On assignment the tasks are restored *before* the partitions are
-//! assigned, and the assignment carries each task's own input position as its offset, so no
-//! record is fetched from the group offset first. Errors are kept and returned by the next
-//! `poll` of the application.
+//! librdkafka calls them from inside `BaseConsumer::poll`, on the application's own thread. On
+//! assignment they only start the new tasks' restores on a restore thread and pause their
+//! partitions (see the `restorer` module); the poll loop takes each task in once it is
+//! restored. On revocation they commit and close the revoked tasks. Errors are kept and
+//! returned by the next `poll` of the application.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use statestore_changelog::{RestoreListener, StateDirectory, TaskId};
-use store_api::{Error, Result};
+use store_api::{Error, ErrorKind, Result};
 
+use crate::app::base_config;
 use crate::config::TasksConfig;
+use crate::outputs::Outputs;
+use crate::restorer::{Restored, Restorer, Restoring};
 use crate::standby::Standbys;
 use crate::task::Task;
 use crate::topics::convert;
@@ -42,9 +46,25 @@ pub(crate) struct Shared {
     /// Rebalance callbacks served so far: a partition's progress is judged only across a
     /// stretch without one.
     pub rebalances: AtomicU64,
+    /// The output records of every task, and their producer.
+    pub outputs: Mutex<Outputs>,
+    /// The tasks being restored on restore threads.
+    pub restorer: Mutex<Restorer>,
 }
 
 impl Shared {
+    /// Hands the processors' outputs to the producer.
+    pub(crate) fn send_outputs(&self) -> Result<()> {
+        let config = &self.config;
+        self.outputs.lock().send(config, || base_config(config))
+    }
+
+    /// Waits until every output is acknowledged: a task commits only after this succeeded.
+    pub(crate) fn flush_outputs(&self) -> Result<()> {
+        let config = &self.config;
+        self.outputs.lock().flush(config, || base_config(config))
+    }
+
     /// The group offsets of task `partition` from what [`Task::commit`] returned.
     pub(crate) fn group_offsets_of<'a>(
         &'a self,
@@ -111,10 +131,10 @@ impl Shared {
         Ok(())
     }
 
-    /// Opens and restores the tasks of `partitions`, `restore_parallelism` at a time.
-    fn open_tasks(&self, partitions: &[u32]) -> Vec<(u32, Result<Task>)> {
+    /// Opens and restores the tasks of `partitions`, `restore_parallelism` at a time, and
+    /// reports each one to `done` as soon as it is ready.
+    fn open_tasks(&self, partitions: &[u32], done: &Sender<Restored>) {
         let next = AtomicUsize::new(0);
-        let results = Mutex::new(Vec::with_capacity(partitions.len()));
         let threads = self.config.restore_parallelism.min(partitions.len());
         std::thread::scope(|scope| {
             for _ in 0..threads {
@@ -131,22 +151,35 @@ impl Shared {
                             self.partitions,
                             &mut listener,
                         );
-                        results.lock().push((partition, task));
+                        if let Err(std::sync::mpsc::SendError((_, Ok(task)))) =
+                            done.send((partition, task))
+                        {
+                            // Nobody waits any more: the application is gone.
+                            task.abandon();
+                        }
                     }
                 });
             }
         });
-        results.into_inner()
     }
 
-    /// Restores the newly assigned tasks and writes their positions into the assignment.
-    fn assign(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
+    /// Starts restoring the newly assigned tasks on a restore thread (see the `restorer`
+    /// module); a task still restoring from an earlier assignment is kept.
+    fn assign(self: &Arc<Self>, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
         let open: Vec<u32> = {
             let tasks = self.tasks.lock();
-            self.partitions_of(tpl)
-                .into_iter()
-                .filter(|p| !tasks.contains_key(p))
-                .collect()
+            let mut restorer = self.restorer.lock();
+            let mut open = Vec::new();
+            for partition in self.partitions_of(tpl) {
+                if tasks.contains_key(&partition) {
+                    continue;
+                }
+                match restorer.tasks.get_mut(&partition) {
+                    Some(restoring) => restoring.revoked = false,
+                    None => open.push(partition),
+                }
+            }
+            open
         };
         if open.is_empty() {
             return;
@@ -155,34 +188,99 @@ impl Shared {
             self.fail(err);
             return;
         }
-        let started = Instant::now();
         self.close_standbys(&open);
         let floors = self.group_offsets(consumer, &open);
-        let opened = self.open_tasks(&open);
-        let restore_time = started.elapsed();
-        for (partition, task) in opened {
-            let mut task = match task {
-                Ok(task) => task,
-                Err(err) => {
-                    self.fail(err);
-                    continue;
+        let done = {
+            let mut restorer = self.restorer.lock();
+            for &partition in &open {
+                let floors = (0..self.inputs.len())
+                    .map(|topic| floors.get(&(topic, partition)).copied())
+                    .collect();
+                let restoring = Restoring {
+                    revoked: false,
+                    floors,
+                    started: Instant::now(),
+                };
+                restorer.tasks.insert(partition, restoring);
+            }
+            restorer.reporter()
+        };
+        tracing::info!(tasks = ?open, "restoring assigned tasks");
+        let shared = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("statestore-restore".into())
+            .spawn(move || shared.open_tasks(&open, &done));
+        if let Err(err) = spawned {
+            self.fail(Error::io("starting a restore thread", err));
+        }
+    }
+
+    /// Pauses the partitions of the tasks still restoring, which `assign` just assigned: they
+    /// are resumed at each task's own position once it is restored.
+    fn pause_restoring(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
+        let restoring = self.restorer.lock().wanted();
+        let mut paused = TopicPartitionList::new();
+        for input in &self.inputs {
+            for &partition in &restoring {
+                if tpl.find_partition(input, partition_id(partition)).is_some() {
+                    paused.add_partition(input, partition_id(partition));
                 }
+            }
+        }
+        if paused.count() > 0
+            && let Err(err) = consumer.pause(&paused)
+        {
+            self.fail(convert("pausing the partitions of restoring tasks", err));
+        }
+    }
+
+    /// Takes in every task whose restore finished: seeks its partitions to its position and
+    /// resumes them. A task revoked meanwhile is closed instead.
+    ///
+    /// # Errors
+    /// The first failed restore, or a seek or resume librdkafka refuses.
+    pub(crate) fn finish_restores(&self, consumer: &BaseConsumer<GroupContext>) -> Result<()> {
+        loop {
+            let Some((restoring, (partition, task))) = self.restorer.lock().next_done() else {
+                return Ok(());
             };
+            let mut task = task?;
+            let Some(restoring) = restoring.filter(|restoring| !restoring.revoked) else {
+                tracing::info!(task = %task.id, "restored a task revoked meanwhile: closed");
+                task.abandon();
+                continue;
+            };
+            let mut resumed = TopicPartitionList::new();
             for (topic, input) in self.inputs.iter().enumerate() {
                 let next = &mut task.next_offset[topic];
                 if next.is_none() {
                     // The task never committed state for this topic: the group offset, if
                     // any, is the floor.
-                    *next = floors.get(&(topic, partition)).copied();
+                    *next = restoring.floors[topic];
                 }
-                if let Some(offset) = *next
-                    && let Some(mut elem) = tpl.find_partition(input, partition_id(partition))
-                    && let Ok(offset) = i64::try_from(offset)
-                    && let Err(err) = elem.set_offset(Offset::Offset(offset))
-                {
-                    self.fail(convert("setting the start offset", err));
-                }
+                let offset = match next.map(i64::try_from) {
+                    Some(Ok(offset)) => Offset::Offset(offset),
+                    Some(Err(_)) => {
+                        return Err(Error::invalid(format!(
+                            "task {} holds an offset beyond Kafka's range",
+                            task.id
+                        )));
+                    }
+                    None => Offset::Beginning,
+                };
+                consumer
+                    .seek(
+                        input,
+                        partition_id(partition),
+                        offset,
+                        self.config.request_timeout(),
+                    )
+                    .map_err(|err| convert("seeking to a restored task's position", err))?;
+                resumed.add_partition(input, partition_id(partition));
             }
+            consumer
+                .resume(&resumed)
+                .map_err(|err| convert("resuming a restored task's partitions", err))?;
             let restored = task.restored();
             tracing::info!(task = %task.id, next = ?task.next_offset, ?restored, "task assigned");
             let next_offsets = self
@@ -197,12 +295,29 @@ impl Shared {
                     restored,
                     next_offset: task.next_offset[0],
                     next_offsets,
-                    restore_time,
+                    restore_time: restoring.started.elapsed(),
                 },
             );
             self.tasks.lock().insert(partition, task);
         }
-        tracing::info!(tasks = open.len(), elapsed = ?restore_time, "tasks restored");
+    }
+
+    /// Waits up to `timeout` for the restores in flight and closes what they restored.
+    pub(crate) fn abandon_restores(&self, timeout: std::time::Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let done = self.restorer.lock().next_done();
+            match done {
+                Some((_, (_, Ok(task)))) => task.abandon(),
+                Some((_, (_, Err(err)))) => tracing::warn!(%err, "a restore failed on close"),
+                None if self.restorer.lock().tasks.is_empty() => return,
+                None if Instant::now() >= deadline => {
+                    tracing::warn!("restores still running on close are left to finish");
+                    return;
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
     }
 
     /// Closes the standby copies of `partitions`, which are about to become active here: the
@@ -259,8 +374,17 @@ impl Shared {
     /// Commits and closes the revoked tasks, or closes them without committing when the
     /// assignment was lost.
     fn revoke(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
-        let lost = consumer.assignment_lost();
+        // A revoked task commits only once its outputs are acknowledged.
+        let flushed = self.flush_outputs();
+        let lost = consumer.assignment_lost() || flushed.is_err();
+        if let Err(err) = flushed {
+            self.fail(err);
+        }
         for partition in self.partitions_of(tpl) {
+            if let Some(restoring) = self.restorer.lock().tasks.get_mut(&partition) {
+                restoring.revoked = true;
+                continue;
+            }
             let Some(task) = self.tasks.lock().remove(&partition) else {
                 continue;
             };
@@ -277,6 +401,11 @@ impl Shared {
                         // The state holds the position; the group offset is only a floor.
                         tracing::warn!(%err, partition, "committing the group offset failed");
                     }
+                }
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    tracing::warn!(partition, %err, "revoked task was fenced by a newer owner");
+                    self.event(partition, TaskEventKind::Fenced);
+                    continue;
                 }
                 Err(err) => self.fail(err),
             }
@@ -324,6 +453,12 @@ impl ConsumerContext for GroupContext {
             Rebalance::Assign(tpl) => self.shared.assign(consumer, tpl),
             Rebalance::Revoke(tpl) => self.shared.revoke(consumer, tpl),
             Rebalance::Error(err) => tracing::warn!(%err, "rebalance error"),
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            self.shared.pause_restoring(consumer, tpl);
         }
     }
 }

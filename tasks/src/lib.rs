@@ -10,7 +10,8 @@
 //! - Kafka's group protocol decides which instance owns which task ([`AssignmentStrategy`]);
 //!   this crate adds no membership protocol. On assignment an instance restores the task's
 //!   stores from their changelogs (only the tail past the task's checkpoint when its files are
-//!   there; several tasks in parallel), and only then processes its records. On revocation it
+//!   there; several tasks in parallel) on a restore thread, while it goes on polling and
+//!   processing its other tasks, and only then processes the task's records. On revocation it
 //!   commits the task and closes its stores, keeping the files for a later return. On loss
 //!   (the instance missed its session timeout) it closes them without committing.
 //! - Exactly-once state without broker transactions: each store keeps the input position it
@@ -47,6 +48,8 @@ mod app;
 mod config;
 mod group;
 mod members;
+mod outputs;
+mod restorer;
 mod standby;
 mod store;
 mod task;
@@ -54,6 +57,7 @@ mod topics;
 
 pub use app::{Application, ProcessorContext};
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
+pub use outputs::ProductionErrorPolicy;
 pub use store::TaskStore;
 pub use task::POSITION_KEY;
 pub use topics::create_topic;
@@ -90,4 +94,8 @@ pub enum TaskEventKind {
     /// The task was lost (this instance missed its session timeout): closed without
     /// committing.
     Lost,
+    /// A commit found that a newer owner had fenced the task's changelog (this instance was
+    /// paused past its session timeout and the task moved): closed without committing, and
+    /// nothing it appended counts.
+    Fenced,
 }

@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use statestore_changelog::LoggedStore;
+use statestore_changelog::{EPOCH_KEY, LoggedStore};
 use store_api::{Error, KeyValueStore, KvIter, Result, WriteBatch};
 
 use crate::task::POSITION_KEY;
@@ -10,7 +10,9 @@ use crate::task::POSITION_KEY;
 /// One store of the task that owns the record being processed.
 ///
 /// Reads see every write of the task, committed or not. The task's position key
-/// ([`POSITION_KEY`]) is hidden from reads and refused to writes. While the task replays
+/// ([`POSITION_KEY`]) and the changelog's writer epoch
+/// ([`EPOCH_KEY`](statestore_changelog::EPOCH_KEY)) are hidden from reads and refused to
+/// writes. While the task replays
 /// records this store already holds (after a crash between the commits of two stores of the
 /// task), writes are dropped, so each record is applied once (see the crate docs).
 #[derive(Debug)]
@@ -94,6 +96,11 @@ impl TaskStore<'_> {
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
+    if key == EPOCH_KEY {
+        return Err(Error::invalid(
+            "the key \\0statestore.epoch is reserved for the changelog's writer epoch",
+        ));
+    }
     if key == POSITION_KEY {
         return Err(Error::invalid(
             "the key \\0statestore.task.position is reserved for the task's input position",
@@ -102,6 +109,10 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Leaves out the task's position and the changelog's writer epoch, which the task keeps in
+/// every store.
 fn hide_position(iter: KvIter) -> KvIter {
-    Box::new(iter.filter(|item| !matches!(item, Ok((key, _)) if key.as_slice() == POSITION_KEY)))
+    Box::new(iter.filter(|item| {
+        !matches!(item, Ok((key, _)) if key.as_slice() == POSITION_KEY || key.as_slice() == EPOCH_KEY)
+    }))
 }

@@ -13,11 +13,26 @@
 //! that replay, a store that is ahead is read in its later state, so a processor that copies
 //! values from one store into another can copy a value from the future; processors whose writes
 //! to a store depend only on that store and the record (counts, aggregates) are exact.
+//!
+//! # Only the task commits
+//! A task's stores are opened with [`CommitPolicy::Explicit`]: a full buffer, a close or a drop
+//! never commits behind the task's back. The task commits all its stores at a record boundary
+//! (the commit interval, a store's buffer reaching `commit_bytes`, a revocation), so every
+//! changelog commit holds whole records and the position they bring the store to.
+//!
+//! # Fencing
+//! Opening a task fences each of its changelogs ([`LoggedStore::fence`]): a writer epoch above
+//! any in the log is stamped on every record this owner appends, and every reader (a restore,
+//! a standby, the next owner) ignores what an older epoch appends afterwards. A previous owner
+//! that wakes up after its session timeout (a long pause) can still append, but nothing it
+//! appends counts, and its next commit fails with `Fenced`: its instance then drops the task
+//! as lost, without touching its local files.
 
 use std::sync::Arc;
 
 use statestore_changelog::{
-    KafkaLog, LoggedStore, RestoreListener, RestoreOutcome, StateDirectory, TaskDirectory, TaskId,
+    CommitPolicy, KafkaLog, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome,
+    StateDirectory, TaskDirectory, TaskId,
 };
 use store_api::{Error, KeyValueStore, Result};
 
@@ -78,13 +93,21 @@ impl Task {
             let inner = dir.open_store(factory, &spec.name, &spec.options)?;
             let log = KafkaLog::open(config.changelog_config(spec, partitions), id.partition)?;
             let checkpoint = Arc::clone(dir.checkpoint());
+            // The task alone decides when its stores commit: at a record boundary, with its
+            // position in every commit.
+            let logged = LoggedStoreConfig {
+                commit_policy: CommitPolicy::Explicit,
+                ..spec.logged.clone()
+            };
             let store = LoggedStore::open_with_listener(
                 inner,
                 Arc::new(log),
                 checkpoint,
-                spec.logged.clone(),
+                logged,
                 listener,
             )?;
+            // From here on nothing a previous owner of the task appends counts.
+            store.fence()?;
             let position = read_position(&store, &config.input_topics)?;
             let restored = store.restored();
             slots.push(Slot {
@@ -111,6 +134,12 @@ impl Task {
         })
     }
 
+    /// True when a store's buffer reached its `commit_bytes`: the task should commit now, at
+    /// this record boundary.
+    pub fn needs_commit(&self) -> bool {
+        self.slots.iter().any(|slot| slot.store.needs_commit())
+    }
+
     /// The outcome of each store's restore.
     pub fn restored(&self) -> Vec<(String, RestoreOutcome)> {
         self.slots
@@ -129,7 +158,8 @@ impl Task {
                 self.id
             )));
         }
-        for slot in &mut self.slots {
+        let stores = self.slots.len();
+        for (index, slot) in self.slots.iter_mut().enumerate() {
             let position: Vec<u64> = slot
                 .position
                 .iter()
@@ -142,6 +172,9 @@ impl Task {
             }
             slot.store.commit()?;
             slot.position = position;
+            if index + 1 < stores {
+                fail::fail_point!("task-between-store-commits");
+            }
         }
         self.committed_offset.clone_from(&self.next_offset);
         Ok(self

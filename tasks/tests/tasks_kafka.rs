@@ -861,3 +861,188 @@ fn assert_clear_kafka_error(err: &store_api::Error) {
     );
     assert!(err.to_string().contains("kafka"), "{err}");
 }
+
+/// An output the broker refuses: the commit fails, `poll` reports the error, and nothing of
+/// the task is committed past the record that sent it: no changelog commit holds a position
+/// beyond it, and an instance started afterwards processes it again.
+#[test]
+fn an_output_the_broker_refuses_stops_the_commits_before_it() {
+    let Some(bootstrap) = bootstrap("an_output_the_broker_refuses_stops_the_commits_before_it")
+    else {
+        return;
+    };
+    let (app, input, output) = (
+        unique("refused"),
+        unique("refused-in"),
+        unique("refused-out"),
+    );
+    create_topic(&bootstrap, &input, 1);
+    create_topic(&bootstrap, &output, 1);
+    produce(&bootstrap, &input, 1, 0..40);
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = config(&bootstrap, &app, &input, dir.path());
+    config.commit_interval_ms = 100;
+    let refused_at = 20;
+    let mut app_instance = Application::new(config.clone()).expect("start");
+    let mut process = |ctx: &mut statestore_tasks::ProcessorContext<'_>| {
+        count_word(ctx)?;
+        let topic = if ctx.offset() == refused_at {
+            REFUSED_TOPIC
+        } else {
+            output.as_str()
+        };
+        ctx.send(topic, ctx.key().map(<[u8]>::to_vec).as_deref(), Some(b"1"));
+        Ok(())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let err = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refusal was never reported"
+        );
+        match app_instance.poll(Duration::from_millis(50), &mut process) {
+            Ok(_) => {}
+            Err(err) => break err,
+        }
+    };
+    assert!(err.to_string().contains("output"), "{err}");
+    drop(app_instance.close());
+    drop(app_instance);
+    let topic = format!("{app}-counts-changelog");
+    let (model, _) = replay(&bootstrap, &topic, 0);
+    let position = model
+        .get(statestore_tasks::POSITION_KEY)
+        .map_or(0, |bytes| decode(bytes));
+    assert!(
+        position <= refused_at,
+        "the task committed position {position}, past the refused output of record {refused_at}"
+    );
+    // What was committed is exactly the records before the position.
+    let counted: u64 = counts_of(&model).values().sum();
+    assert_eq!(counted, position);
+}
+
+/// A topic name the broker refuses to create or write.
+const REFUSED_TOPIC: &str = "statestore.refused.output.topic.with.a.name.too.long.for.kafka.\
+    which.allows.at.most.249.characters.in.a.topic.name.so.this.one.goes.on.and.on.and.on.\
+    and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.on.and.\
+    on.and.on.and.on.and.on.and.on";
+
+/// A restore listener that sleeps in the first restore with records to replay, and notes how
+/// many records the instance had processed when that restore began and ended.
+struct SlowFirstRestore {
+    slept: bool,
+    pause: Duration,
+    processed: Arc<AtomicU64>,
+    at_start: Arc<AtomicU64>,
+    at_end: Arc<AtomicU64>,
+}
+
+impl statestore_changelog::RestoreListener for SlowFirstRestore {
+    fn on_start(&mut self, _topic: &str, _partition: u32, start: u64, end: u64) {
+        if !self.slept && end > start {
+            self.slept = true;
+            self.at_start
+                .store(self.processed.load(Ordering::Relaxed), Ordering::Relaxed);
+            thread::sleep(self.pause);
+            self.at_end
+                .store(self.processed.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+}
+
+/// A takes back, with cooperative rebalancing, the two tasks B had, and one of their restores
+/// lasts longer than `max.poll.interval.ms`: the restore runs off the poll loop, so A keeps
+/// processing its own two tasks meanwhile, and no rebalance follows (A loses no task).
+#[test]
+fn a_restore_longer_than_max_poll_interval_causes_no_rebalance() {
+    let Some(bootstrap) = bootstrap("a_restore_longer_than_max_poll_interval_causes_no_rebalance")
+    else {
+        return;
+    };
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-slow-restore");
+    let config = |dir: &Path| TasksConfig {
+        assignment_strategy: AssignmentStrategy::CooperativeSticky,
+        max_poll_interval_ms: 8_000,
+        ..config(&bootstrap, &app, &input, dir)
+    };
+    let processed = Arc::new(AtomicU64::new(0));
+    let (at_start, at_end) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let listener = SlowFirstRestore {
+        slept: false,
+        pause: Duration::from_secs(12),
+        processed: processed.clone(),
+        at_start: at_start.clone(),
+        at_end: at_end.clone(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let a_config = config(dir_a.path());
+    let (stop_a, processed_a) = (stop.clone(), processed.clone());
+    let a = thread::spawn(move || {
+        let mut app = Application::with_listener(a_config, Box::new(listener))?;
+        let mut events = Vec::new();
+        while !stop_a.load(Ordering::Relaxed) {
+            if app.poll(Duration::from_millis(50), &mut count_word)? {
+                processed_a.fetch_add(1, Ordering::Relaxed);
+            }
+            events.extend(app.take_events());
+        }
+        app.close()?;
+        events.extend(app.take_events());
+        Ok::<_, store_api::Error>(events)
+    });
+    let started = wait_until(Duration::from_secs(60), || {
+        processed.load(Ordering::Relaxed) >= n || a.is_finished()
+    });
+    assert!(
+        started && !a.is_finished(),
+        "A: {:?}",
+        a.is_finished().then(|| a.join())
+    );
+    let b = Instance::start(config(dir_b.path()));
+    assert!(
+        wait_until(Duration::from_secs(60), || b.owned() == 2),
+        "B never got two tasks"
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    let done = [processed.clone(), b.processed.clone()];
+    wait_total(&done, 2 * n);
+    b.stop();
+    // A restores B's two tasks (one of them slowly) while records arrive for all four.
+    thread::sleep(Duration::from_secs(2));
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
+    );
+    wait_total(&done, 3 * n);
+    stop.store(true, Ordering::Relaxed);
+    let events = a.join().expect("A's thread").expect("A ran");
+    assert!(
+        at_end.load(Ordering::Relaxed) > at_start.load(Ordering::Relaxed),
+        "A processed nothing during the slow restore ({} then {})",
+        at_start.load(Ordering::Relaxed),
+        at_end.load(Ordering::Relaxed)
+    );
+    let lost = events
+        .iter()
+        .filter(|e| matches!(e.kind, TaskEventKind::Lost | TaskEventKind::Fenced))
+        .count();
+    assert_eq!(lost, 0, "{events:?}");
+    // Revoked: the two tasks B took, and the four closed at the end; nothing more.
+    let revoked = events
+        .iter()
+        .filter(|e| e.kind == TaskEventKind::Revoked)
+        .count();
+    assert_eq!(revoked, 2 + 4, "{events:?}");
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+}

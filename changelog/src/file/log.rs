@@ -340,6 +340,7 @@ fn read_part(part: &ReadPart, from: u64, max: usize, out: &mut Vec<ChangelogReco
                 offset: view.offset,
                 op: view.to_op(),
                 kind: view.kind,
+                epoch: 0,
             }),
             Scan::End => break,
             Scan::Bad { pos, reason } => {

@@ -27,6 +27,7 @@ mod reader;
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use parking_lot::Mutex;
@@ -78,6 +79,8 @@ pub struct KafkaLog {
     /// append retired the producer: the next append starts a new one.
     appender: Mutex<Option<Appender>>,
     reader: Mutex<Reader>,
+    /// The writer epoch stamped on appended records (0: none).
+    epoch: AtomicU64,
 }
 
 impl KafkaLog {
@@ -120,6 +123,7 @@ impl KafkaLog {
             max_record_len: appender.max_record_len(),
             appender: Mutex::new(Some(appender)),
             reader: Mutex::new(reader),
+            epoch: AtomicU64::new(0),
         })
     }
 
@@ -183,13 +187,18 @@ impl Changelog for KafkaLog {
             empty => empty.insert(self.new_appender()?),
         };
         appender.check_sizes(ops)?;
-        let result = appender.append(ops, framing);
+        let result = appender.append(ops, framing, self.epoch.load(Ordering::Relaxed));
         if result.is_err()
             && let Some(failed) = slot.take()
         {
             retire(failed);
         }
         result
+    }
+
+    fn set_writer_epoch(&self, epoch: u64) -> Result<()> {
+        self.epoch.store(epoch, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Nothing to wait for: `append` returns only once the brokers acknowledged its records

@@ -44,6 +44,10 @@ pub const FRAMED: &[u8] = b"f";
 /// [`FRAME_HEADER`]'s value on a commit marker.
 pub const MARKER: &[u8] = b"c";
 
+/// The header carrying the writer epoch of a record (8 bytes, big-endian), on records appended
+/// under an epoch above 0 (see "Fencing" in [`Changelog`](crate::Changelog)).
+pub const EPOCH_HEADER: &str = "sse";
+
 /// How much longer than `append` waits librdkafka keeps a record before timing it out itself:
 /// `append` gives up and purges first, so librdkafka never starts its own epoch-bump recovery
 /// on a producer about to be retired.
@@ -209,7 +213,7 @@ impl Appender {
     /// # Errors
     /// `Timeout` when the acknowledgements do not all arrive in time, `Backend` (or
     /// `InvalidArgument` for a record the broker finds too large) for a refused record.
-    pub fn append(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
+    pub fn append(&self, ops: &[BatchOp], framing: Framing, epoch: u64) -> Result<Range<u64>> {
         let deadline = Instant::now() + self.timeout;
         let kind = match framing {
             Framing::Unframed => RecordKind::Unframed,
@@ -223,7 +227,7 @@ impl Appender {
             .map(|op| (op, kind))
             .chain(marker.iter().map(|op| (op, RecordKind::CommitMarker)));
         for (op, kind) in records {
-            if let Err(err) = self.enqueue(op, kind, &batch, deadline) {
+            if let Err(err) = self.enqueue(op, kind, epoch, &batch, deadline) {
                 self.abandon();
                 return Err(err);
             }
@@ -264,6 +268,7 @@ impl Appender {
         &self,
         op: &BatchOp,
         kind: RecordKind,
+        epoch: u64,
         batch: &Arc<Batch>,
         deadline: Instant,
     ) -> Result<()> {
@@ -275,11 +280,23 @@ impl Appender {
             RecordKind::Framed => Some(FRAMED),
             RecordKind::CommitMarker => Some(MARKER),
         };
-        if let Some(frame) = frame {
-            record = record.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
-                key: FRAME_HEADER,
-                value: Some(frame),
-            }));
+        let epoch_bytes = epoch.to_be_bytes();
+        let epoch = (epoch > 0).then_some(epoch_bytes.as_slice());
+        if frame.is_some() || epoch.is_some() {
+            let mut headers = OwnedHeaders::new_with_capacity(2);
+            if let Some(frame) = frame {
+                headers = headers.insert(Header {
+                    key: FRAME_HEADER,
+                    value: Some(frame),
+                });
+            }
+            if let Some(epoch) = epoch {
+                headers = headers.insert(Header {
+                    key: EPOCH_HEADER,
+                    value: Some(epoch),
+                });
+            }
+            record = record.headers(headers);
         }
         if let Some(value) = op.value() {
             record = record.payload(value);

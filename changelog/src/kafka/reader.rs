@@ -15,7 +15,7 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use store_api::{BatchOp, Error, Result};
 
 use super::error::convert;
-use super::producer::{FRAME_HEADER, FRAMED, MARKER};
+use super::producer::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
 use crate::record::RecordKind;
 
@@ -200,7 +200,33 @@ fn decode<M: Message>(message: &M, from: u64) -> Result<Option<ChangelogRecord>>
         offset,
         op,
         kind: kind(message, offset)?,
+        epoch: epoch(message, offset)?,
     }))
+}
+
+/// The writer epoch of `message`, from its epoch header; 0 without one.
+fn epoch<M: Message>(message: &M, offset: u64) -> Result<u64> {
+    let Some(headers) = message.headers() else {
+        return Ok(0);
+    };
+    let value = headers
+        .iter()
+        .find(|header| header.key == EPOCH_HEADER)
+        .map(|header| header.value);
+    match value {
+        None => Ok(0),
+        Some(Some(bytes)) => <[u8; 8]>::try_from(bytes)
+            .map(u64::from_be_bytes)
+            .map_err(|_| {
+                Error::Corruption(format!(
+                    "changelog record at offset {offset} has an epoch header of {} bytes",
+                    bytes.len()
+                ))
+            }),
+        Some(None) => Err(Error::Corruption(format!(
+            "changelog record at offset {offset} has an empty epoch header"
+        ))),
+    }
 }
 
 /// The framing of `message`, from its frame header.

@@ -10,10 +10,10 @@ use store_api::{
     Capabilities, KeyValueStore, KvIter, PairVisitor, Result, ValueVisitor, WriteBatch,
 };
 
-use crate::record::{check_append, check_record};
+use crate::record::{EPOCH_KEY, check_append, check_record};
 
-use super::LoggedStore;
 use super::merge::{MergeIter, MergeScan};
+use super::{CommitPolicy, LoggedStore};
 
 impl KeyValueStore for LoggedStore {
     fn name(&self) -> &str {
@@ -90,6 +90,11 @@ impl KeyValueStore for LoggedStore {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         batch.validate()?;
         check_append(batch.ops(), self.log.max_record_len())?;
+        if batch.ops().iter().any(|op| op.key() == EPOCH_KEY) {
+            return Err(store_api::Error::invalid(
+                "the key \\0statestore.epoch is reserved for the changelog's writer epoch",
+            ));
+        }
         if batch.is_empty() {
             return self.check_open();
         }
@@ -149,21 +154,34 @@ impl KeyValueStore for LoggedStore {
     }
 
     /// Commits: for a logged store, durable means logged and checkpointed.
+    /// Commits ([`CommitPolicy::Auto`]); under [`CommitPolicy::Explicit`] flushes the wrapped
+    /// store only, since only the owner's commits may reach the changelog.
     fn flush(&self) -> Result<()> {
-        self.commit()
+        match self.config.commit_policy {
+            CommitPolicy::Auto => self.commit(),
+            CommitPolicy::Explicit => {
+                self.check_open()?;
+                self.store.flush()
+            }
+        }
     }
 
-    /// Commits, then closes the wrapped store. If the commit fails the store stays open, so
-    /// the caller can retry.
+    /// Commits ([`CommitPolicy::Auto`]), then closes the wrapped store. If the commit fails the
+    /// store stays open, so the caller can retry. Under [`CommitPolicy::Explicit`] the writes
+    /// since the last commit are discarded, as by [`abandon`](LoggedStore::abandon).
     fn close(&self) -> Result<()> {
         close(self)
     }
 }
 
-/// Commits and closes `logged`; closing a closed store does nothing.
+/// Commits ([`CommitPolicy::Auto`] only) and closes `logged`; closing a closed store does
+/// nothing.
 pub(super) fn close(logged: &LoggedStore) -> Result<()> {
     if logged.closed.load(Ordering::Acquire) {
         return Ok(());
+    }
+    if logged.config.commit_policy == CommitPolicy::Explicit {
+        return logged.abandon();
     }
     logged.commit()?;
     logged.closed.store(true, Ordering::Release);
@@ -174,6 +192,11 @@ impl LoggedStore {
     /// Refuses, before buffering, a write the changelog would refuse at commit: one that
     /// could never be committed would fail every later commit.
     fn check_loggable(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key == EPOCH_KEY {
+            return Err(store_api::Error::invalid(
+                "the key \\0statestore.epoch is reserved for the changelog's writer epoch",
+            ));
+        }
         match value {
             Some(value) => check_entry(key, value)?,
             None => check_key(key)?,

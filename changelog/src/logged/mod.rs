@@ -17,8 +17,30 @@ use store_api::{BatchOp, Error, KeyValueStore, Result};
 use self::buffer::WriteBuffer;
 use crate::checkpoint::Checkpoint;
 use crate::commits::CommitReader;
-use crate::record::{Changelog, Framing};
-use crate::restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, restore};
+use crate::record::EPOCH_KEY;
+use crate::record::{Changelog, Framing, RecordKind};
+use crate::restore::{
+    NoopRestoreListener, RestoreListener, RestoreOutcome, epoch_of, restore_fenced, stored_epoch,
+};
+
+/// Who decides when a [`LoggedStore`] commits, and so what a commit holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitPolicy {
+    /// The store commits by itself as well: when a write finds the buffer at
+    /// [`commit_bytes`](LoggedStoreConfig::commit_bytes), on [`flush`](KeyValueStore::flush),
+    /// [`close`](KeyValueStore::close) and drop. A crash loses at most the writes since the last
+    /// commit; a commit may end between two writes the caller meant to go together.
+    #[default]
+    Auto,
+    /// Only [`commit`](LoggedStore::commit) commits, so every commit ends where its owner
+    /// says, with whatever the owner wrote last (an input position, say). A full buffer keeps
+    /// taking writes and [`needs_commit`](LoggedStore::needs_commit) tells the owner to
+    /// commit; `flush` flushes only what is already committed; `close` and drop discard the
+    /// writes since the last commit, as [`abandon`](LoggedStore::abandon) does. A crash or a
+    /// close loses exactly the writes since the owner's last commit.
+    Explicit,
+}
 
 /// Options of a [`LoggedStore`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -26,8 +48,11 @@ use crate::restore::{NoopRestoreListener, RestoreListener, RestoreOutcome, resto
 pub struct LoggedStoreConfig {
     /// A write that finds the buffer holding at least this many bytes commits it first (keys
     /// and values, plus 64 bytes of bookkeeping per key). `0` commits before every write.
-    /// Default: 16 MiB.
+    /// Under [`CommitPolicy::Explicit`] the buffer is not committed but
+    /// [`needs_commit`](LoggedStore::needs_commit) turns true. Default: 16 MiB.
     pub commit_bytes: usize,
+    /// Whether the store also commits by itself. Default: [`CommitPolicy::Auto`].
+    pub commit_policy: CommitPolicy,
     /// Records per `WriteBatch` when restoring, and keys per batch when wiping.
     /// Default: [`DEFAULT_RESTORE_BATCH_RECORDS`](crate::DEFAULT_RESTORE_BATCH_RECORDS).
     pub restore_batch_records: usize,
@@ -37,6 +62,7 @@ impl Default for LoggedStoreConfig {
     fn default() -> Self {
         LoggedStoreConfig {
             commit_bytes: 16 << 20,
+            commit_policy: CommitPolicy::Auto,
             restore_batch_records: crate::DEFAULT_RESTORE_BATCH_RECORDS,
         }
     }
@@ -104,6 +130,57 @@ pub struct LoggedStore {
     commit_lock: Mutex<()>,
     closed: AtomicBool,
     restored: RestoreOutcome,
+    /// Set by [`fence`](LoggedStore::fence): this writer's epoch and the offset its next
+    /// append should start at if nobody else appended.
+    fence: Mutex<Option<Fence>>,
+    /// The keys of records the restore ignored as a fenced writer's: the fence rewrites them.
+    fenced_keys: Mutex<BTreeSet<Vec<u8>>>,
+}
+
+/// How often `open` restores again when another writer keeps committing meanwhile.
+const OPEN_ATTEMPTS: u32 = 5;
+
+/// The outcome of a restore followed by `next` (or `next` alone for the `first`).
+fn merge_outcomes(done: RestoreOutcome, next: RestoreOutcome, first: bool) -> RestoreOutcome {
+    if first {
+        return next;
+    }
+    RestoreOutcome {
+        wiped: done.wiped,
+        from: done.from,
+        records: done.records + next.records,
+        checkpoint: next.checkpoint.or(done.checkpoint),
+        epoch: next.epoch.max(done.epoch),
+        fenced: done.fenced + next.fenced,
+    }
+}
+
+/// The value of [`EPOCH_KEY`] a fence writes: the epoch, then a number that tells this
+/// writer's fence from another's of the same epoch (8 bytes each, big-endian).
+fn fence_value(epoch: u64, nonce: u64) -> [u8; 16] {
+    let mut value = [0; 16];
+    value[..8].copy_from_slice(&epoch.to_be_bytes());
+    value[8..].copy_from_slice(&nonce.to_be_bytes());
+    value
+}
+
+/// A number no other fence is likely to use: a randomly keyed hash of the time and process.
+fn fence_nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+/// A fenced writer's epoch and where its appends should land.
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    epoch: u64,
+    expected_start: u64,
 }
 
 impl LoggedStore {
@@ -139,8 +216,7 @@ impl LoggedStore {
         listener: &mut dyn RestoreListener,
     ) -> Result<LoggedStore> {
         let batch = config.restore_batch_records;
-        let restored = restore(store.as_ref(), log.as_ref(), &checkpoint, batch, listener)?;
-        let logged = LoggedStore {
+        let mut logged = LoggedStore {
             store,
             log,
             checkpoint,
@@ -148,9 +224,55 @@ impl LoggedStore {
             buffer: RwLock::new(WriteBuffer::default()),
             commit_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
-            restored,
+            restored: RestoreOutcome {
+                wiped: false,
+                from: 0,
+                records: 0,
+                checkpoint: None,
+                epoch: 0,
+                fenced: 0,
+            },
+            fence: Mutex::new(None),
+            fenced_keys: Mutex::new(BTreeSet::new()),
         };
-        if let Err(err) = logged.repair_abandoned_tail() {
+        // A writer that committed while this store restored (a previous owner not yet aware
+        // that it lost the partition) is caught up with by restoring again.
+        let mut attempts = 0;
+        let result = loop {
+            attempts += 1;
+            let (restored, fenced_keys) = match restore_fenced(
+                logged.store.as_ref(),
+                logged.log.as_ref(),
+                &logged.checkpoint,
+                batch,
+                listener,
+            ) {
+                Ok(restored) => restored,
+                Err(err) => break Err(err),
+            };
+            logged.restored = merge_outcomes(logged.restored, restored, attempts == 1);
+            logged.fenced_keys.lock().extend(fenced_keys);
+            if restored.epoch > 0
+                && let Err(err) = logged.log.set_writer_epoch(restored.epoch)
+            {
+                // Any repair below then counts unless a newer writer fenced the last one.
+                break Err(err);
+            }
+            match logged.repair_abandoned_tail() {
+                Ok(Some(_)) => break Ok(()),
+                Ok(None) if attempts < OPEN_ATTEMPTS => {}
+                Ok(None) => {
+                    break Err(Error::invalid(format!(
+                        "changelog {}/{} kept gaining commits while its store was opened; is \
+                         another writer using it?",
+                        logged.log.topic(),
+                        logged.log.partition()
+                    )));
+                }
+                Err(err) => break Err(err),
+            }
+        };
+        if let Err(err) = result {
             // Dropped unopened: the caller's store stays open, as when the restore fails.
             logged.closed.store(true, Ordering::Release);
             return Err(err);
@@ -188,6 +310,13 @@ impl LoggedStore {
         self.buffer.read().active_bytes()
     }
 
+    /// True when the buffer holds [`commit_bytes`](LoggedStoreConfig::commit_bytes) or more:
+    /// under [`CommitPolicy::Explicit`], the owner should commit at its next boundary.
+    pub fn needs_commit(&self) -> bool {
+        let bytes = self.buffered_bytes();
+        bytes > 0 && bytes >= self.config.commit_bytes
+    }
+
     /// Makes every buffered write durable: log, then store, then checkpoint (see the type's
     /// docs). Writes made while it runs wait for the next commit. A commit with nothing
     /// buffered does nothing.
@@ -217,8 +346,37 @@ impl LoggedStore {
     fn persist(&self, ops: &[BatchOp]) -> Result<()> {
         let offsets = self.log.append_framed(ops, Framing::Commit)?;
         self.log.sync()?;
+        let stale = self.check_not_fenced(&offsets, ops.len() + 1)?;
         self.store.write_ops(ops)?;
         self.store.flush()?;
+        self.checkpoint_at(&offsets)?;
+        if !stale.is_empty() {
+            self.rewrite(stale)?;
+        }
+        Ok(())
+    }
+
+    /// Appends, as one commit, the value the store holds (or a tombstone) for each of `keys`,
+    /// which a fenced writer appended: readers ignore those records, and with this commit no
+    /// compaction can keep one of them as the latest of its key.
+    fn rewrite(&self, keys: BTreeSet<Vec<u8>>) -> Result<()> {
+        let mut ops = Vec::with_capacity(keys.len());
+        for key in keys {
+            ops.push(match self.store.get(&key)? {
+                Some(value) => BatchOp::Put { key, value },
+                None => BatchOp::Delete { key },
+            });
+        }
+        tracing::warn!(
+            topic = self.log.topic(),
+            partition = self.log.partition(),
+            keys = ops.len(),
+            "rewriting keys a fenced writer appended"
+        );
+        let offsets = self.log.append_framed(&ops, Framing::Commit)?;
+        self.log.sync()?;
+        // The keys' values are already in the store: nothing is applied.
+        let _ = self.check_not_fenced(&offsets, ops.len() + 1)?;
         self.checkpoint_at(&offsets)
     }
 
@@ -237,14 +395,15 @@ impl LoggedStore {
     /// of [`Changelog`]): for every key among the framed records after the last commit end,
     /// appends the value the restored store holds, or a tombstone, as one commit. A reader
     /// that later replays the abandoned records then replays this commit after them and
-    /// reaches exactly the restored state. Returns the number of keys repaired.
-    fn repair_abandoned_tail(&self) -> Result<usize> {
+    /// reaches exactly the restored state. Returns the number of keys repaired, or `None`
+    /// when another writer committed since the restore (restore again).
+    fn repair_abandoned_tail(&self) -> Result<Option<usize>> {
         let from = match self.restored.checkpoint {
             Some(offset) => offset + 1,
             None => self.log.start_offset()?,
         };
         let end = self.log.end_offset()?;
-        let mut reader = CommitReader::new(self.log.as_ref(), from);
+        let mut reader = CommitReader::with_epoch(self.log.as_ref(), from, self.restored.epoch);
         while reader.position() < end {
             let released = reader.read(self.config.restore_batch_records.max(1))?;
             if released.last_read.is_none() {
@@ -252,18 +411,13 @@ impl LoggedStore {
             }
             if released.commit_end.is_some() {
                 // Another writer committed since the restore: the tail is not abandoned, and
-                // this store is no longer the partition's only writer.
-                return Err(Error::invalid(format!(
-                    "changelog {}/{} gained a commit while its store was opened; is another \
-                     writer using it?",
-                    self.log.topic(),
-                    self.log.partition()
-                )));
+                // this store is not yet the partition's only writer. `open` restores again.
+                return Ok(None);
             }
         }
         let keys: BTreeSet<&[u8]> = reader.pending().iter().map(|r| r.op.key()).collect();
         if keys.is_empty() {
-            return Ok(0);
+            return Ok(Some(0));
         }
         let mut ops = Vec::with_capacity(keys.len());
         for key in &keys {
@@ -285,7 +439,189 @@ impl LoggedStore {
         let offsets = self.log.append_framed(&ops, Framing::Commit)?;
         self.log.sync()?;
         self.checkpoint_at(&offsets)?;
-        Ok(keys.len())
+        Ok(Some(keys.len()))
+    }
+
+    /// Makes this store its changelog partition's only honoured writer, for an owner that
+    /// took the partition over from another (a task assigned to this instance): picks a
+    /// writer epoch above every epoch in the log, stamps it on everything this store appends
+    /// from now on, and commits [`EPOCH_KEY`] under it. From that commit on, every reader
+    /// ignores what a previous owner appends (see "Fencing" in [`Changelog`]), and that owner
+    /// learns it was fenced at its next commit.
+    ///
+    /// Whatever a previous owner committed between this store's restore and the fence is
+    /// replayed into the store before `fence` returns, so the store holds exactly what any
+    /// later reader of the log will. The fence commit also rewrites, with the value the store
+    /// holds, every key of the records the restore ignored as a fenced writer's, so no
+    /// compaction can leave such a record as the latest of its key. Returns the epoch.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when writes are buffered (fence right after opening); `Unsupported`
+    /// for a log that cannot carry epochs (the file log, which one process owns); `Fenced`
+    /// when an even newer writer fenced this one meanwhile; or an error of the log, the
+    /// store or the checkpoint file.
+    pub fn fence(&self) -> Result<u64> {
+        self.check_open()?;
+        let _one_at_a_time = self.commit_lock.lock();
+        if self.buffered_bytes() > 0 {
+            return Err(Error::invalid(
+                "a logged store is fenced before anything is written to it",
+            ));
+        }
+        let held = self.fence.lock().map_or(0, |fence| fence.epoch);
+        let mut floor = self
+            .restored
+            .epoch
+            .max(held)
+            .max(stored_epoch(self.store.as_ref())?);
+        let nonce = fence_nonce();
+        for _ in 0..OPEN_ATTEMPTS {
+            let epoch = floor
+                .checked_add(1)
+                .ok_or_else(|| Error::Corruption("the writer epoch overflowed".into()))?;
+            let (offsets, rivals) = self.append_fence(epoch, nonce)?;
+            // Replays what another writer committed before the fence, then the fence itself.
+            let (caught_up, _) = restore_fenced(
+                self.store.as_ref(),
+                self.log.as_ref(),
+                &self.checkpoint,
+                self.config.restore_batch_records,
+                &mut NoopRestoreListener,
+            )?;
+            let value = self.store.get(EPOCH_KEY)?;
+            if caught_up.epoch > epoch || value.as_deref() != Some(&fence_value(epoch, nonce)[..]) {
+                self.closed.store(true, Ordering::Release);
+                return Err(Error::Fenced(format!(
+                    "changelog {}/{} was fenced by another writer (epoch {}) while this one \
+                     fenced it with epoch {epoch}",
+                    self.log.topic(),
+                    self.log.partition(),
+                    caught_up.epoch
+                )));
+            }
+            if rivals >= epoch {
+                // Another owner fenced with the same epoch just before this one: this fence is
+                // the last, so fence again above both.
+                floor = rivals;
+                continue;
+            }
+            *self.fence.lock() = Some(Fence {
+                epoch,
+                expected_start: offsets.end,
+            });
+            tracing::debug!(
+                topic = self.log.topic(),
+                partition = self.log.partition(),
+                epoch,
+                "fenced the changelog"
+            );
+            return Ok(epoch);
+        }
+        Err(Error::Fenced(format!(
+            "changelog {}/{}: other writers kept fencing it while this one did",
+            self.log.topic(),
+            self.log.partition()
+        )))
+    }
+
+    /// Appends a fence commit of `epoch`: [`EPOCH_KEY`] and the keys the restore ignored as a
+    /// fenced writer's. Returns its offsets and the highest epoch of another writer's fence
+    /// between the last restore and this one (0 for none).
+    fn append_fence(&self, epoch: u64, nonce: u64) -> Result<(Range<u64>, u64)> {
+        let from = match self.checkpoint.get(self.log.topic(), self.log.partition()) {
+            Some(offset) => offset + 1,
+            None => self.log.start_offset()?,
+        };
+        self.log.set_writer_epoch(epoch)?;
+        let mut ops = vec![BatchOp::Put {
+            key: EPOCH_KEY.to_vec(),
+            value: fence_value(epoch, nonce).to_vec(),
+        }];
+        let rewritten = std::mem::take(&mut *self.fenced_keys.lock());
+        for key in rewritten {
+            ops.push(match self.store.get(&key)? {
+                Some(value) => BatchOp::Put { key, value },
+                None => BatchOp::Delete { key },
+            });
+        }
+        let offsets = self.log.append_framed(&ops, Framing::Commit)?;
+        self.log.sync()?;
+        let mut rivals = 0;
+        let mut at = from;
+        while at < offsets.start {
+            let records = self
+                .log
+                .read(at, self.config.restore_batch_records.max(1))?;
+            let Some(last) = records.last() else { break };
+            at = last.offset + 1;
+            rivals = records
+                .iter()
+                .filter(|record| record.offset < offsets.start && record.op.key() == EPOCH_KEY)
+                .filter_map(|record| record.op.value().and_then(epoch_of))
+                .fold(rivals, u64::max);
+        }
+        Ok((offsets, rivals))
+    }
+
+    /// The writer epoch [`fence`](LoggedStore::fence) chose, once it ran.
+    pub fn writer_epoch(&self) -> Option<u64> {
+        self.fence.lock().map(|fence| fence.epoch)
+    }
+
+    /// After a fenced writer's append got `offsets` for `count` records: when anything else
+    /// was appended since this writer's last append, checks that no newer writer did. A newer
+    /// writer's records mean this one is fenced: the append is ignored by every reader, so it
+    /// must not reach the store either, and the store closes. Returns the keys of records
+    /// older, fenced writers appended meanwhile (empty without a fence or another writer).
+    fn check_not_fenced(&self, offsets: &Range<u64>, count: usize) -> Result<BTreeSet<Vec<u8>>> {
+        let mut fence = self.fence.lock();
+        let Some(Fence {
+            epoch,
+            expected_start,
+        }) = *fence
+        else {
+            return Ok(BTreeSet::new());
+        };
+        let consecutive = usize::try_from(offsets.end - offsets.start).ok() == Some(count);
+        let mut stale = BTreeSet::new();
+        if offsets.start == expected_start && consecutive {
+            *fence = Some(Fence {
+                epoch,
+                expected_start: offsets.end,
+            });
+            return Ok(stale);
+        }
+        let mut at = expected_start;
+        let mut newer = None;
+        while at < offsets.end && newer.is_none() {
+            let records = self
+                .log
+                .read(at, self.config.restore_batch_records.max(1))?;
+            let Some(last) = records.last() else { break };
+            at = last.offset + 1;
+            for record in records.iter().filter(|record| record.offset < offsets.end) {
+                if record.epoch > epoch {
+                    newer = Some(record.epoch);
+                } else if record.epoch < epoch && record.kind != RecordKind::CommitMarker {
+                    stale.insert(record.op.key().to_vec());
+                }
+            }
+        }
+        if let Some(newer) = newer {
+            drop(fence);
+            self.closed.store(true, Ordering::Release);
+            return Err(Error::Fenced(format!(
+                "changelog {}/{} was taken over by a writer of epoch {newer}; this writer's \
+                 epoch is {epoch}",
+                self.log.topic(),
+                self.log.partition()
+            )));
+        }
+        *fence = Some(Fence {
+            epoch,
+            expected_start: offsets.end,
+        });
+        Ok(stale)
     }
 
     /// Closes without committing: writes buffered since the last commit are dropped and
@@ -311,7 +647,10 @@ impl LoggedStore {
     fn buffer_with_room(&self) -> Result<RwLockWriteGuard<'_, WriteBuffer>> {
         self.check_open()?;
         let buffer = self.buffer.write();
-        if buffer.active_bytes() < self.config.commit_bytes || buffer.active_bytes() == 0 {
+        if self.config.commit_policy == CommitPolicy::Explicit
+            || buffer.active_bytes() < self.config.commit_bytes
+            || buffer.active_bytes() == 0
+        {
             return Ok(buffer);
         }
         drop(buffer);

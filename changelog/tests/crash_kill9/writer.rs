@@ -52,6 +52,7 @@ pub fn open_stack(root: &Path, backend: &str, listener: &mut dyn RestoreListener
         // Only the explicit per-step commits: a commit is exactly one step.
         commit_bytes: usize::MAX,
         restore_batch_records: 500,
+        ..LoggedStoreConfig::default()
     };
     let checkpoint = Arc::clone(task.checkpoint());
     let store = LoggedStore::open_with_listener(inner, log.clone(), checkpoint, config, listener)

@@ -123,6 +123,7 @@ pub fn commit_marker_closes_each_commit(factory: &dyn ChangelogFactory) {
         offset,
         op,
         kind: RecordKind::Framed,
+        epoch: 0,
     };
     let expected = vec![
         framed(0, put(b"a", b"1")),

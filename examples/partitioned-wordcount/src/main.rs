@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
+use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog};
 use statestore_tasks::{
     Application, POSITION_KEY, ProcessorContext, StoreSpec, TaskEventKind, TasksConfig,
 };
@@ -90,6 +90,16 @@ enum Command {
         /// Leave the group and exit cleanly when stdin reaches its end.
         #[arg(long)]
         stop_on_stdin_eof: bool,
+        /// A task commits as soon as a store buffers this many bytes (default 16 MiB).
+        #[arg(long)]
+        commit_bytes: Option<usize>,
+        /// Turn on the workarounds for tansu 0.6's group coordinator.
+        #[arg(long)]
+        tansu_workarounds: bool,
+        /// Kill this process with SIGKILL in its Nth task commit, after the first store's
+        /// commit and before the second's (crash tests).
+        #[arg(long)]
+        kill_between_store_commits: Option<u64>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -168,17 +178,30 @@ fn run(command: Command) -> Result<()> {
             num_standby_replicas,
             restore_parallelism,
             stop_on_stdin_eof,
+            commit_bytes,
+            tansu_workarounds,
+            kill_between_store_commits,
         } => {
+            if let Some(nth) = kill_between_store_commits {
+                kill_in_nth_commit(nth)?;
+            }
             let defaults = TasksConfig::default();
+            let mut stores: Vec<StoreSpec> = STORES
+                .iter()
+                .map(|s| StoreSpec::new(*s, &backend))
+                .collect();
+            if let Some(bytes) = commit_bytes {
+                for store in &mut stores {
+                    store.logged.commit_bytes = bytes;
+                }
+            }
             let config = TasksConfig {
                 application_id,
                 state_dir,
                 bootstrap_servers: bootstrap,
                 input_topics: vec![topic],
-                stores: STORES
-                    .iter()
-                    .map(|s| StoreSpec::new(*s, &backend))
-                    .collect(),
+                stores,
+                tansu_workarounds,
                 commit_interval_ms,
                 session_timeout_ms,
                 heartbeat_interval_ms: (session_timeout_ms / 4).max(1),
@@ -215,6 +238,20 @@ fn run(command: Command) -> Result<()> {
             print(&counts)
         }
     }
+}
+
+/// Makes the `task-between-store-commits` fail point kill this process with SIGKILL the
+/// `nth` time it is reached: a crash with one store of a task committed and the other not.
+fn kill_in_nth_commit(nth: u64) -> Result<()> {
+    let reached = std::sync::atomic::AtomicU64::new(0);
+    fail::cfg_callback("task-between-store-commits", move || {
+        if reached.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+            eprintln!("killing myself between two store commits");
+            let me = rustix::process::getpid();
+            let _ = rustix::process::kill_process(me, rustix::process::Signal::KILL);
+        }
+    })
+    .map_err(Error::invalid)
 }
 
 /// The key a word is counted under in `store`.
@@ -373,6 +410,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
         }
         TaskEventKind::Revoked => eprintln!("revoked {}", event.task),
         TaskEventKind::Lost => eprintln!("lost {}", event.task),
+        TaskEventKind::Fenced => eprintln!("fenced {}", event.task),
     }
 }
 
@@ -408,7 +446,8 @@ fn changelog_counts(
             }
         }
         for (key, value) in latest {
-            if let (false, Some(value)) = (key == POSITION_KEY, value) {
+            let bookkeeping = key == POSITION_KEY || key == EPOCH_KEY;
+            if let (false, Some(value)) = (bookkeeping, value) {
                 let word = String::from_utf8_lossy(&key).into_owned();
                 *total.entry(word).or_insert(0) += decode(&value)?;
             }

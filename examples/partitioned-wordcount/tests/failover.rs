@@ -24,7 +24,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
 /// Long enough for a saturated 2-core machine, where tansu on SQLite answers heartbeats late:
 /// with 10 s, the lone first instance (the leader) missed it there, which tansu 0.6 does not
 /// recover from (see the README's Known issue).
-const SESSION_TIMEOUT_MS: &str = "20000";
+const SESSION_TIMEOUT_MS: u64 = 20_000;
 
 fn bootstrap(test: &str) -> Option<String> {
     match std::env::var("STATESTORE_KAFKA_BOOTSTRAP") {
@@ -63,6 +63,32 @@ fn output(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// How an instance runs.
+struct Options {
+    commit_interval_ms: u64,
+    session_timeout_ms: u64,
+    standbys: u32,
+    commit_bytes: Option<usize>,
+    kill_between_store_commits: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            commit_interval_ms: 50,
+            session_timeout_ms: SESSION_TIMEOUT_MS,
+            standbys: 0,
+            commit_bytes: None,
+            kill_between_store_commits: None,
+        }
+    }
+}
+
+/// The test broker is tansu (`STATESTORE_BROKER=tansu`): its workarounds are turned on.
+fn tansu() -> bool {
+    std::env::var("STATESTORE_BROKER").is_ok_and(|broker| broker == "tansu")
+}
+
 /// One instance process, its stderr lines on a channel.
 struct Instance {
     child: Child,
@@ -73,14 +99,42 @@ struct Instance {
 
 impl Instance {
     fn start(bootstrap: &str, topic: &str, app: &str, state_dir: &Path) -> Instance {
-        let mut child = Command::new(BIN)
+        Self::start_with(bootstrap, topic, app, state_dir, &Options::default())
+    }
+
+    fn start_with(
+        bootstrap: &str,
+        topic: &str,
+        app: &str,
+        state_dir: &Path,
+        options: &Options,
+    ) -> Instance {
+        let mut command = Command::new(BIN);
+        command
             .args(["run", "--bootstrap", bootstrap, "--topic", topic])
             .args(["--application-id", app, "--backend", "redb"])
-            .args(["--commit-interval-ms", "50"])
-            .args(["--session-timeout-ms", SESSION_TIMEOUT_MS])
+            .args([
+                "--commit-interval-ms",
+                &options.commit_interval_ms.to_string(),
+            ])
+            .args([
+                "--session-timeout-ms",
+                &options.session_timeout_ms.to_string(),
+            ])
+            .args(["--num-standby-replicas", &options.standbys.to_string()])
             .arg("--stop-on-stdin-eof")
             .arg("--state-dir")
-            .arg(state_dir)
+            .arg(state_dir);
+        if let Some(bytes) = options.commit_bytes {
+            command.args(["--commit-bytes", &bytes.to_string()]);
+        }
+        if let Some(nth) = options.kill_between_store_commits {
+            command.args(["--kill-between-store-commits", &nth.to_string()]);
+        }
+        if tansu() {
+            command.arg("--tansu-workarounds");
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -100,6 +154,40 @@ impl Instance {
             child,
             lines: rx,
             log: Vec::new(),
+        }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the instance.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal}");
+    }
+
+    /// The stderr lines read so far and those waiting.
+    fn drain(&mut self) -> &[String] {
+        self.log.extend(self.lines.try_iter());
+        &self.log
+    }
+
+    /// Waits until the process exits by itself and returns its stderr.
+    fn wait_exit(mut self, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                self.log.extend(self.lines.try_iter());
+                assert!(!status.success(), "expected a crash: {:#?}", self.log);
+                return self.log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running: {:#?}",
+                self.drain()
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -229,14 +317,19 @@ fn killing_the_leader_while_it_commits_and_a_join_keep_counts_exact() {
         instance.stop();
     }
 
-    let total = (3 * n).to_string();
+    assert_exact(&bootstrap, &app, 3 * n);
+}
+
+/// Both stores' changelogs hold exactly the counts of lines `0..lines`.
+fn assert_exact(bootstrap: &str, app: &str, lines: u64) {
+    let total = lines.to_string();
     for store in ["counts", "letters"] {
         let counted = output(&[
             "counts",
             "--bootstrap",
-            &bootstrap,
+            bootstrap,
             "--application-id",
-            &app,
+            app,
             "--store",
             store,
         ]);
@@ -244,6 +337,133 @@ fn killing_the_leader_while_it_commits_and_a_join_keep_counts_exact() {
         assert!(!expected.is_empty());
         assert_eq!(counted, expected, "store {store}");
     }
+}
+
+/// A pseudo-random duration below `max_ms`, from the clock.
+fn random_ms(max_ms: u64) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    Duration::from_millis(nanos % max_ms)
+}
+
+/// Stores whose buffers fill long before the commit interval (2 KiB of `commit_bytes`, a
+/// commit every minute): the task commits them, at a record boundary, with its position.
+/// An instance killed with SIGKILL at random moments and started again on the same state
+/// directory ends with both stores exact, never counting a record twice.
+#[test]
+fn full_buffers_commit_with_the_position_under_kill9_at_random_moments() {
+    let Some(bootstrap) =
+        bootstrap("full_buffers_commit_with_the_position_under_kill9_at_random_moments")
+    else {
+        return;
+    };
+    let (app, topic) = (unique("pwc-full"), unique("pwc-full-words"));
+    let n = lines();
+    produce(&bootstrap, &topic, 0, 4 * n);
+    let dir = tempfile::tempdir().expect("dir");
+    let options = Options {
+        commit_interval_ms: 60_000,
+        session_timeout_ms: 6_000,
+        commit_bytes: Some(2_048),
+        ..Options::default()
+    };
+    for _ in 0..3 {
+        let mut a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &options);
+        a.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
+        std::thread::sleep(random_ms(1_500));
+        a.kill();
+    }
+    let last = Options {
+        session_timeout_ms: 6_000,
+        ..Options::default()
+    };
+    let a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &last);
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    a.stop();
+    assert_exact(&bootstrap, &app, 4 * n);
+}
+
+/// An instance killed in a task's commit after its first store committed and before its
+/// second did: the stores hold different positions, and the instance started again resumes
+/// at the smaller one without counting anything twice in the other.
+#[test]
+fn a_crash_between_the_commits_of_a_tasks_two_stores_keeps_both_exact() {
+    let Some(bootstrap) =
+        bootstrap("a_crash_between_the_commits_of_a_tasks_two_stores_keeps_both_exact")
+    else {
+        return;
+    };
+    let (app, topic) = (unique("pwc-two"), unique("pwc-two-words"));
+    let n = lines();
+    produce(&bootstrap, &topic, 0, 2 * n);
+    let dir = tempfile::tempdir().expect("dir");
+    let crashing = Options {
+        session_timeout_ms: 6_000,
+        kill_between_store_commits: Some(6),
+        ..Options::default()
+    };
+    let a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &crashing);
+    let log = a.wait_exit(Duration::from_secs(120));
+    assert!(
+        log.iter()
+            .any(|l| l.contains("killing myself between two store commits")),
+        "{log:#?}"
+    );
+    let again = Options {
+        session_timeout_ms: 6_000,
+        ..Options::default()
+    };
+    let a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &again);
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    a.stop();
+    assert_exact(&bootstrap, &app, 2 * n);
+}
+
+/// An owner paused (SIGSTOP) past its session timeout while input flows: its tasks move to
+/// the other instance, which fences their changelogs. Woken (SIGCONT), the old owner may
+/// commit what it buffered before the pause; nothing of it counts, and the counts stay exact.
+#[test]
+fn a_paused_owner_woken_after_its_tasks_moved_changes_nothing() {
+    let Some(bootstrap) = bootstrap("a_paused_owner_woken_after_its_tasks_moved_changes_nothing")
+    else {
+        return;
+    };
+    let (app, topic) = (unique("pwc-stale"), unique("pwc-stale-words"));
+    let n = lines();
+    produce(&bootstrap, &topic, 0, n);
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let options = Options {
+        commit_interval_ms: 2_000,
+        session_timeout_ms: 6_000,
+        ..Options::default()
+    };
+    let mut a = Instance::start_with(&bootstrap, &topic, &app, dirs[0].path(), &options);
+    a.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    let mut b = Instance::start_with(&bootstrap, &topic, &app, dirs[1].path(), &options);
+    b.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(120));
+    // A has buffered, uncommitted counts of the second round when it is paused.
+    produce(&bootstrap, &topic, n, 2 * n);
+    a.signal("STOP");
+    // B takes A's tasks over once A's session expires, and fences their changelogs.
+    let owns_all = |l: &str| l.starts_with("processed") && l.contains("partition: 3");
+    b.wait_for(Duration::from_secs(120), |l| {
+        owns_all(l)
+            && l.contains("partition: 0")
+            && l.contains("partition: 1")
+            && l.contains("partition: 2")
+    });
+    produce(&bootstrap, &topic, 2 * n, 3 * n);
+    a.signal("CONT");
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    produce(&bootstrap, &topic, 3 * n, 4 * n);
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    let fenced = a.drain().iter().any(|l| l.starts_with("fenced"));
+    println!("the woken owner found its tasks fenced: {fenced}");
+    a.stop();
+    b.stop();
+    assert_exact(&bootstrap, &app, 4 * n);
 }
 
 /// `local-restore` (the figures' restore without a broker) checks what each restore rebuilt

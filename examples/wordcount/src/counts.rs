@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use statestore_changelog::{
-    FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, RestoreListener, StateDirectory,
-    TaskDirectory, TaskId,
+    CommitPolicy, FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, RestoreListener,
+    StateDirectory, TaskDirectory, TaskId,
 };
 use store_api::{Error, KeyValueStore, Result};
 
@@ -66,7 +66,11 @@ impl Logged {
         let topic = state.changelog_topic(store)?;
         let log = Arc::new(FileLog::open(log_dir, &topic, 0, FileLogConfig::default())?);
         let checkpoint = Arc::clone(task.checkpoint());
-        let config = LoggedStoreConfig::default();
+        // Only `commit` commits, so every commit holds the position of the lines it counts.
+        let config = LoggedStoreConfig {
+            commit_policy: CommitPolicy::Explicit,
+            ..LoggedStoreConfig::default()
+        };
         let store = LoggedStore::open_with_listener(inner, log, checkpoint, config, &mut Progress)?;
         Ok(Logged {
             store: Arc::new(store),
@@ -128,6 +132,12 @@ impl Counts {
             .get(&key)?
             .map_or(Ok(0), |bytes| decode(&bytes))?;
         self.store.put(&key, &(count + 1).to_be_bytes())
+    }
+
+    /// True when the buffered counts reached the store's `commit_bytes`: commit at the end of
+    /// the line.
+    pub fn needs_commit(&self) -> bool {
+        self.store.needs_commit()
     }
 
     /// Records that every line before `next_line` is counted and commits, atomically with

@@ -96,6 +96,7 @@ fn run(args: &Args) -> store_api::Result<()> {
         args,
         start,
         |_, word| counts.add(word),
+        || counts.needs_commit(),
         |next| counts.commit(next),
     )?;
     let all = counts.all()?;
@@ -126,7 +127,8 @@ fn run_timed(args: &Args, log_dir: &std::path::Path) -> store_api::Result<()> {
     let start = counts.position()?;
     resuming(start, counts.restored_records());
     let add = |line, word: &str| counts.add(word, text::event_time(args.seed, line));
-    for_each_line(args, start, add, |next| counts.commit(next))?;
+    let full = || counts.needs_commit();
+    for_each_line(args, start, add, full, |next| counts.commit(next))?;
     let rows = counts.rows(text::WORDS)?;
     eprintln!(
         "done: {} lines, {} windows or sessions retained, {} late records dropped by this run",
@@ -167,12 +169,14 @@ fn print_lines(mut lines: impl Iterator<Item = String>) -> store_api::Result<()>
 }
 
 /// Feeds every word of lines `start..args.lines` to `add` with its line number, calling
-/// `commit` with the next line every `args.commit_every` lines and printing progress at most
-/// four times a second.
+/// `commit` with the next line every `args.commit_every` lines and whenever `full` says the
+/// store's buffer is full (always at a line's end, so a commit never splits a line), and
+/// printing progress at most four times a second.
 fn for_each_line(
     args: &Args,
     start: u64,
     mut add: impl FnMut(u64, &str) -> store_api::Result<()>,
+    full: impl Fn() -> bool,
     mut commit: impl FnMut(u64) -> store_api::Result<()>,
 ) -> store_api::Result<()> {
     let mut last_report: Option<Instant> = None;
@@ -181,7 +185,7 @@ fn for_each_line(
             add(line, word)?;
         }
         let next = line + 1;
-        if next % args.commit_every == 0 || next == args.lines {
+        if next % args.commit_every == 0 || next == args.lines || full() {
             commit(next)?;
             if last_report.is_none_or(|at| at.elapsed() >= Duration::from_millis(250)) {
                 eprintln!("progress: committed line {next}/{}", args.lines);

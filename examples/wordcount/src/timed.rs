@@ -116,6 +116,12 @@ impl TimedCounts {
         }
     }
 
+    /// True when the buffered state reached the store's `commit_bytes`: commit at the end of
+    /// the line.
+    pub fn needs_commit(&self) -> bool {
+        self.logged.store.needs_commit()
+    }
+
     /// Records that every line before `next_line` is counted and commits, atomically with
     /// the windows or sessions.
     ///

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
+use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog};
 use statestore_tasks::{POSITION_KEY, ProcessorContext, StoreSpec, TasksConfig};
 use store_api::BatchOp;
 
@@ -206,7 +206,7 @@ pub fn replay(bootstrap: &str, topic: &str, partition: u32) -> (BTreeMap<Vec<u8>
 pub fn counts_of(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<String, u64> {
     model
         .iter()
-        .filter(|(key, _)| key.as_slice() != POSITION_KEY)
+        .filter(|(key, _)| key.as_slice() != POSITION_KEY && key.as_slice() != EPOCH_KEY)
         .map(|(key, value)| (String::from_utf8_lossy(key).into_owned(), decode(value)))
         .collect()
 }

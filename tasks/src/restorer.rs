@@ -1,0 +1,69 @@
+//! Restores of newly assigned tasks, on restore threads, off the consumer's poll loop (as Kafka
+//! Streams' state updater does): the instance keeps polling, heartbeating and processing its
+//! other tasks while a task restores, so a long restore neither stalls them nor counts against
+//! `max.poll.interval.ms`.
+//!
+//! On assignment the restoring tasks' partitions are paused. Once a task's stores are restored
+//! and fenced, the poll loop takes the task in, seeks its partitions to the task's own
+//! position and resumes them. A task revoked while it restores is closed when its restore
+//! ends, unless it is assigned here again meanwhile.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Instant;
+
+use store_api::Result;
+
+use crate::task::Task;
+
+/// A task whose stores are being restored.
+pub(crate) struct Restoring {
+    /// The task was revoked meanwhile: its stores are closed when the restore ends.
+    pub revoked: bool,
+    /// The group's committed offset of each input topic (by index): where a task that never
+    /// committed state starts.
+    pub floors: Vec<Option<u64>>,
+    pub started: Instant,
+}
+
+/// A finished restore: the task's partition and its opened task.
+pub(crate) type Restored = (u32, Result<Task>);
+
+/// The tasks being restored, and the channel their restore threads report on.
+pub(crate) struct Restorer {
+    pub tasks: BTreeMap<u32, Restoring>,
+    done_tx: Sender<Restored>,
+    done_rx: Receiver<Restored>,
+}
+
+impl Restorer {
+    pub fn new() -> Restorer {
+        let (done_tx, done_rx) = mpsc::channel();
+        Restorer {
+            tasks: BTreeMap::new(),
+            done_tx,
+            done_rx,
+        }
+    }
+
+    /// Where a restore thread reports.
+    pub fn reporter(&self) -> Sender<Restored> {
+        self.done_tx.clone()
+    }
+
+    /// The next finished restore, if any, with its bookkeeping; `None` in the first slot for
+    /// a restore nobody waits for any more.
+    pub fn next_done(&mut self) -> Option<(Option<Restoring>, Restored)> {
+        let (partition, task) = self.done_rx.try_recv().ok()?;
+        Some((self.tasks.remove(&partition), (partition, task)))
+    }
+
+    /// The partitions being restored and not revoked.
+    pub fn wanted(&self) -> Vec<u32> {
+        self.tasks
+            .iter()
+            .filter(|(_, restoring)| !restoring.revoked)
+            .map(|(&partition, _)| partition)
+            .collect()
+    }
+}
