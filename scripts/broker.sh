@@ -236,7 +236,7 @@ install_tansu() {
   # (`cargo install --timings`: 489 unit-seconds against 1080; 27 CPU-minutes at the default
   # of 3), and the broker serves the tests nearly as fast: the Kafka test binaries took 186 s
   # against 182 s (kafka_conformance, kafka_log, kafka_restore, tasks_kafka, failover). The
-  # Kafka cases of the `changelog` bench measure the broker's rate, so the figures the README
+  # Kafka cases of the `changelog` bench measure the broker's rate, so the figures docs/benchmarks.md
   # gives for them come from a broker built at 1 or 3.
   CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_TARGET_DIR="$work/target" cargo install --locked --path "$src" --features libsql \
     --root "$TANSU_ROOT" >&2

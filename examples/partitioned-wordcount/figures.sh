@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the README's scale-out figures with the release build of partitioned-wordcount:
+# Measures the scale-out figures of docs/kafka.md with the release build of partitioned-wordcount:
 #   1. restore of the 4 tasks' changelogs into a fresh state directory, one task after another
 #      (--restore-parallelism 1) against all 4 at once (--restore-parallelism 4), from the
 #      changelog topics and then from the same changelogs in local files (`local-restore`);
@@ -34,6 +34,10 @@ APP="figures-$RUN"
 declare -A PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
+# On tansu (STATESTORE_BROKER=tansu, as for scripts/broker.sh) its workarounds are turned on.
+TANSU=()
+[[ "${STATESTORE_BROKER:-nisshi}" == tansu ]] && TANSU=(--tansu-workarounds)
+
 ms() { date +%s%3N; }
 
 # cpu PID: the user and system CPU time of process PID so far, in clock ticks.
@@ -48,7 +52,8 @@ start() {
   "$BIN" run --bootstrap "$BROKER" --topic "$TOPIC" --application-id "$APP" \
     --backend "$BACKEND" --session-timeout-ms "$SESSION" --commit-interval-ms 1000 \
     --num-standby-replicas "${REPLICAS:-0}" \
-    --state-dir "$WORK/$name" --stop-on-stdin-eof "$@" <"$WORK/$name.in" 2>"$WORK/$name.log" &
+    --state-dir "$WORK/$name" --stop-on-stdin-eof "${TANSU[@]}" "$@" <"$WORK/$name.in" \
+    2>"$WORK/$name.log" &
   PIDS[$name]=$!
   eval "exec {fd_$name}>\"$WORK/$name.in\""
 }
@@ -101,7 +106,7 @@ fi
 
 # failover REPLICAS: on a topic and application of its own, holding KEYS keys. The survivor
 # joins first (so it usually leads the group; losing the leader costs tansu 0.6 a stall_timeout
-# more, see the README) and counts every key; the victim joins, takes two tasks, and counts a
+# more, see docs/kafka.md) and counts every key; the victim joins, takes two tasks, and counts a
 # second round of KEYS / 2 keys on them; then it is killed and one record per task follows.
 # Without a standby the survivor restores what the victim wrote since it last held those
 # tasks; with one, its copies followed the changelog and it restores only what they lack.
