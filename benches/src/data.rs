@@ -16,6 +16,8 @@ pub const KEY_LEN: usize = 24;
 pub const VALUE_LEN: usize = 150;
 /// The value length of the YCSB workloads, in bytes.
 pub const YCSB_VALUE_LEN: usize = 1000;
+/// The longest value the workloads write (`compare --value-size`), in bytes.
+pub const MAX_VALUE_LEN: usize = 1 << 20;
 /// The seed of every random choice, so two runs issue the same operations.
 pub const SEED: u64 = 0x5747_4154_4553_544f;
 /// The zipfian constant of the YCSB workloads (YCSB's default).
@@ -67,18 +69,26 @@ impl Default for Values {
 }
 
 impl Values {
-    /// A pool filled from [`SEED`].
+    /// A pool filled from [`SEED`], for values up to [`YCSB_VALUE_LEN`] bytes.
     pub fn new() -> Self {
-        let mut pool = vec![0; POOL_LEN + YCSB_VALUE_LEN];
+        Values::with_max_len(YCSB_VALUE_LEN)
+    }
+
+    /// A pool filled from [`SEED`], for values up to `max_len` bytes (at least
+    /// [`YCSB_VALUE_LEN`], at most [`MAX_VALUE_LEN`]). The first bytes are those of
+    /// [`Values::new`], so a value fits either pool the same.
+    pub fn with_max_len(max_len: usize) -> Self {
+        let max_len = max_len.clamp(YCSB_VALUE_LEN, MAX_VALUE_LEN);
+        let mut pool = vec![0; POOL_LEN + max_len];
         SmallRng::seed_from_u64(SEED ^ 0xff).fill_bytes(&mut pool);
         Values { pool }
     }
 
     /// The `len`-byte value of version `version` of a record. Different versions give different
-    /// bytes, so an update really changes the stored value. `len` is at most
-    /// [`YCSB_VALUE_LEN`]; longer requests are cut to it.
+    /// bytes, so an update really changes the stored value. `len` is at most the pool's
+    /// maximum ([`YCSB_VALUE_LEN`] for [`Values::new`]); longer requests are cut to it.
     pub fn value(&self, version: u64, len: usize) -> &[u8] {
-        let len = len.min(YCSB_VALUE_LEN);
+        let len = len.min(self.pool.len() - POOL_LEN);
         // 7919 is prime, so consecutive versions start far apart in the pool.
         let start = (version.wrapping_mul(7919) % POOL_LEN as u64) as usize;
         &self.pool[start..start + len]

@@ -23,6 +23,8 @@ pub struct Driver {
     chooser: Chooser,
     rng: SmallRng,
     values: Values,
+    /// The length of every value written.
+    value_len: usize,
     /// Bumped on every write so each write stores different bytes.
     version: u64,
     /// Load workloads: records loaded so far. YCSB E: records inserted so far.
@@ -55,7 +57,8 @@ impl Driver {
             workload,
             chooser,
             rng,
-            values: Values::new(),
+            values: Values::with_max_len(workload.value_len_at(scale)),
+            value_len: workload.value_len_at(scale),
             version: 0,
             done: 0,
             total: scale.records,
@@ -160,7 +163,7 @@ impl Driver {
 
     fn put<T: Target + ?Sized>(&mut self, target: &T, index: u64) -> Result<()> {
         self.version += 1;
-        let value = self.values.value(self.version, self.workload.value_len());
+        let value = self.values.value(self.version, self.value_len);
         target.put(&data::key(index), value)
     }
 
@@ -178,7 +181,7 @@ impl Driver {
             return Ok(None);
         }
         let end = (self.done + LOAD_BATCH as u64).min(self.total);
-        let value_len = self.workload.value_len();
+        let value_len = self.value_len;
         let entries: Vec<(Key, &[u8])> = (self.done..end)
             .map(|position| {
                 let index = self
@@ -208,7 +211,7 @@ pub fn preload<T: Target + ?Sized>(
     value_len: usize,
     mut progress: impl FnMut(u64),
 ) -> Result<()> {
-    let values = Values::new();
+    let values = Values::with_max_len(value_len);
     let mut start = 0;
     while start < records {
         let end = (start + LOAD_BATCH as u64).min(records);
@@ -235,7 +238,7 @@ pub fn prepare<T: Target + ?Sized>(
     preload(
         target,
         workload.preload(scale),
-        workload.value_len(),
+        workload.value_len_at(scale),
         progress,
     )
 }

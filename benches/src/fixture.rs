@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use store_api::{BackendOptions, Error, KeyValueStore, Result};
+use store_api::{BackendFactory, BackendOptions, Error, KeyValueStore, Result};
 use tempfile::TempDir;
 
 use crate::data::Key;
@@ -22,7 +22,7 @@ impl Fixture {
     /// Opens `backend` with default options in a new directory under the system temp dir.
     ///
     /// # Errors
-    /// `InvalidArgument` for a backend this build does not include, or the backend's open error.
+    /// `InvalidArgument` for a backend not registered, or the backend's open error.
     pub fn open(backend: &str) -> Result<Fixture> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("statestore-bench-{backend}-"))
@@ -31,16 +31,29 @@ impl Fixture {
         Fixture::open_in(backend, dir)
     }
 
-    /// Opens `backend` with default options in `dir`, which the fixture then owns.
+    /// Opens `backend` (a name in [`statestore::Registry::global`]) with default options in
+    /// `dir`, which the fixture then owns.
     ///
     /// # Errors
     /// As [`Fixture::open`].
     pub fn open_in(backend: &str, dir: TempDir) -> Result<Fixture> {
-        let store = open_store(backend, &dir.path().join("store"))?;
+        Fixture::open_with(statestore::resolve(backend)?, &BackendOptions::Null, dir)
+    }
+
+    /// Opens a store of `factory` with `options` in `dir`, which the fixture then owns.
+    ///
+    /// # Errors
+    /// The backend's open error, such as `InvalidArgument` for options it rejects.
+    pub fn open_with(
+        factory: &dyn BackendFactory,
+        options: &BackendOptions,
+        dir: TempDir,
+    ) -> Result<Fixture> {
+        let store = factory.open(&dir.path().join("store"), options)?;
         Ok(Fixture {
             store,
             dir,
-            backend: backend.to_string(),
+            backend: factory.name().to_string(),
         })
     }
 
@@ -70,11 +83,12 @@ impl Fixture {
     }
 }
 
-/// Opens `backend` by name in `dir` with default options.
+/// Opens `backend` by name (through [`statestore::Registry::global`]) in `dir` with default
+/// options.
 ///
 /// # Errors
-/// `InvalidArgument` naming the backends this build includes when `backend` is not one, or
-/// the backend's open error.
+/// `InvalidArgument` naming the registered backends when `backend` is not one, or the
+/// backend's open error.
 pub fn open_store(backend: &str, dir: &Path) -> Result<Box<dyn KeyValueStore>> {
     statestore::open(backend, dir, &BackendOptions::Null)
 }

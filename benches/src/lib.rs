@@ -1,5 +1,12 @@
-//! The statestore workloads, defined once and shared by the criterion benches (`benches/`) and
-//! the `statestore compare` command.
+//! The statestore workloads, defined once and shared by the criterion benches (`benches/`),
+//! the [`compare`] library behind `statestore compare`, and the [`harness`] that runs them in
+//! any backend crate's own `benches/`.
+//!
+//! # Any backend
+//! Backends are named, and names resolve through [`statestore::Registry::global`]: the
+//! built-ins are there from the start, and a backend crate registers its own factory once
+//! (`statestore::register(&MyFactory)`). Then [`Fixture::open`], [`compare::run`] and the
+//! [`harness`] run it like a built-in, side by side with the built-ins it names.
 //!
 //! # The workloads
 //! Keys are 24 bytes, values 150 bytes (1000 for YCSB), all drawn from a fixed seed
@@ -34,9 +41,11 @@
 //! # }
 //! ```
 
+pub mod compare;
 pub mod data;
 mod driver;
 mod fixture;
+pub mod harness;
 pub mod native;
 mod target;
 mod workload;
@@ -46,7 +55,12 @@ pub use fixture::{Fixture, dir_size, open_store};
 pub use target::{ApiTarget, Target, read_bytes};
 pub use workload::{FULL_RECORDS, FULL_YCSB_RECORDS, LOAD_BATCH, Scale, UnknownWorkload, Workload};
 
-/// The backends this build of statestore includes, in the order reports list them.
+/// The backends registered in [`statestore::Registry::global`], in the order reports list
+/// them: the built-ins of this build, then those registered since.
 pub fn backends() -> Vec<&'static str> {
     statestore::backend_names()
 }
+
+/// Criterion, re-exported so that [`criterion_workloads!`] works in a crate that does not
+/// depend on it directly.
+pub use criterion;

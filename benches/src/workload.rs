@@ -21,6 +21,9 @@ pub struct Scale {
     pub records: u64,
     /// Records preloaded for the YCSB workloads, the key space of their zipfian chooser.
     pub ycsb_records: u64,
+    /// Bytes per value of every workload; `None` for each workload's own
+    /// ([`Workload::value_len`]).
+    pub value_len: Option<usize>,
 }
 
 impl Scale {
@@ -28,6 +31,7 @@ impl Scale {
     pub const FULL: Scale = Scale {
         records: FULL_RECORDS,
         ycsb_records: FULL_YCSB_RECORDS,
+        value_len: None,
     };
 
     /// `records` records, half as many for YCSB (as at full scale); at least one of each.
@@ -36,7 +40,15 @@ impl Scale {
         Scale {
             records,
             ycsb_records: (records / 2).max(1),
+            value_len: None,
         }
+    }
+
+    /// The same scale with every value `len` bytes long, cut to
+    /// [`MAX_VALUE_LEN`](crate::data::MAX_VALUE_LEN).
+    pub fn with_value_len(mut self, len: usize) -> Scale {
+        self.value_len = Some(len.min(crate::data::MAX_VALUE_LEN));
+        self
     }
 }
 
@@ -148,6 +160,12 @@ impl Workload {
         } else {
             VALUE_LEN
         }
+    }
+
+    /// The value length of this workload at `scale`: the scale's when it sets one, else
+    /// [`value_len`](Workload::value_len).
+    pub fn value_len_at(self, scale: Scale) -> usize {
+        scale.value_len.unwrap_or_else(|| self.value_len())
     }
 
     /// How many records are loaded, untimed, before the workload starts.

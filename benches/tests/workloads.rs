@@ -7,6 +7,7 @@ use statestore_benches::{Driver, Fixture, Scale, Target, Workload, backends, pre
 const SCALE: Scale = Scale {
     records: 2_500,
     ycsb_records: 1_000,
+    value_len: None,
 };
 
 /// Runs `workload` for up to 300 steps and returns the units done.

@@ -6,8 +6,8 @@ use clap::Args;
 use statestore_benches::dir_size;
 
 use crate::CliResult;
-use crate::compare::bytes;
 use crate::state::{self, App};
+use statestore_benches::compare::bytes;
 
 /// Arguments of `statestore inspect`.
 #[derive(Debug, Args)]

@@ -14,7 +14,6 @@ macro_rules! outln {
     }};
 }
 
-mod compare;
 mod dump;
 mod inspect;
 mod restore;
@@ -39,7 +38,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run workloads on backends and recommend one per workload, from measured numbers.
-    Compare(compare::CompareArgs),
+    Compare(statestore_benches::compare::CompareArgs),
     /// List the applications, tasks, stores, checkpoints and sizes of a state directory.
     Inspect(inspect::InspectArgs),
     /// Print the key/value pairs of one store of a state directory.
@@ -51,7 +50,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Compare(args) => compare::run(&args),
+        Command::Compare(args) => {
+            statestore_benches::compare::run(&args, statestore::Registry::global())
+        }
         Command::Inspect(args) => inspect::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Restore(args) => restore::run(&args),

@@ -13,8 +13,8 @@ use statestore_changelog::{
 use store_api::{BackendOptions, KeyValueStore};
 
 use crate::CliResult;
-use crate::compare::thousands;
 use crate::dump::parse_task;
+use statestore_benches::compare::thousands;
 
 /// Arguments of `statestore restore`.
 #[derive(Debug, Args)]
@@ -71,13 +71,8 @@ impl RestoreArgs {
 }
 
 fn parse_persistent_backend(name: &str) -> Result<String, String> {
-    let known = statestore::backend_names();
-    if !known.contains(&name) {
-        return Err(format!(
-            "unknown backend {name:?}; this build has: {}",
-            known.join(", ")
-        ));
-    }
+    // Through the process-wide registry: the built-ins, and any backend a wrapper registered.
+    statestore::resolve(name).map_err(|err| err.to_string())?;
     if name == "memory" {
         return Err(
             "the memory backend keeps nothing on disk, so there is nothing to restore \

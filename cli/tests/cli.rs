@@ -74,6 +74,21 @@ fn bad_arguments_exit_non_zero_with_a_message() {
     );
     fails(&["compare", "--duration", "0"], 2, "must be above 0");
     fails(
+        &["compare", "--require", "fast"],
+        2,
+        "unknown requirement \"fast\"",
+    );
+    fails(
+        &["compare", "--options", "{rocksdb"],
+        2,
+        "options must be a JSON object",
+    );
+    fails(
+        &["compare", "--options", r#"{"leveldb": {}}"#, "--out", d],
+        1,
+        "unknown backend \"leveldb\"; registered: memory",
+    );
+    fails(
         &["compare", "--duration", "soon"],
         2,
         "not a number of seconds",

@@ -49,6 +49,15 @@
 //! statestore_conformance::store_suite!(statestore_conformance::backend(statestore_rocksdb::RocksDbFactory, serde_json::Value::Null));
 //! ```
 //!
+//! The same backend, once registered by name (`statestore::register(&MyFactory)`), runs the
+//! project's criterion workloads beside the built-ins with one line in its `benches/`, and
+//! `compare` with a three-line binary (see `statestore_benches::harness` and
+//! `statestore_benches::compare`; `examples/byo-fjall` does all three):
+//!
+//! ```text
+//! statestore_benches::criterion_workloads!(register: [&my_backend::MyFactory], with: ["rocksdb", "redb"]);
+//! ```
+//!
 //! # Bring your own backend
 //! A complete third-party backend: a `Mutex<BTreeMap>` store that passes the whole suite.
 //! This is the crate's `tests/byo_backend.rs`; in a real crate the store lives in `src/` and

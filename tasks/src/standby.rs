@@ -64,9 +64,7 @@ impl Standby {
         let dir = state.task(id)?;
         let mut stores = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
-            let factory = statestore::factory(&spec.backend).ok_or_else(|| {
-                store_api::Error::invalid(format!("unknown backend {:?}", spec.backend))
-            })?;
+            let factory = statestore::resolve(&spec.backend)?;
             let store = dir.open_store(factory, &spec.name, &spec.options)?;
             let log = KafkaLog::open(config.changelog_config(spec, partitions), id.partition)?;
             stores.push((store, log, spec.logged.restore_batch_records));

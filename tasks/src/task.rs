@@ -88,8 +88,7 @@ impl Task {
         let dir = state.task(id)?;
         let mut slots = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
-            let factory = statestore::factory(&spec.backend)
-                .ok_or_else(|| Error::invalid(format!("unknown backend {:?}", spec.backend)))?;
+            let factory = statestore::resolve(&spec.backend)?;
             let inner = dir.open_store(factory, &spec.name, &spec.options)?;
             let log = KafkaLog::open(config.changelog_config(spec, partitions), id.partition)?;
             let checkpoint = Arc::clone(dir.checkpoint());

@@ -1,4 +1,6 @@
-//! Reads the criterion results of the ratio benches and prints each ratio against its target.
+//! Reads the criterion results of the ratio benches and prints each ratio against its target,
+//! and each backend of the workload groups (the `workloads` bench, or a backend crate's bench
+//! made with `statestore_benches::criterion_workloads!`) against the best of its group.
 //!
 //! ```text
 //! cargo bench -p statestore-benches --bench abstraction --bench changelog --bench restore \
@@ -160,6 +162,35 @@ fn print_memory(results: &Results) {
     }
 }
 
+/// Every backend of each workload group (`statestore_benches::harness`: the `workloads` bench
+/// here, or a backend crate's) against the fastest of the group, as `compare` reports it.
+fn print_workloads(results: &Results) {
+    let mut printed_header = false;
+    for workload in statestore_benches::Workload::ALL {
+        let prefix = format!("{}/", workload.name());
+        let rows: Vec<(&str, f64)> = results
+            .iter()
+            .filter_map(|(id, secs)| Some((id.strip_prefix(&prefix)?, *secs)))
+            .filter(|(backend, _)| !backend.contains('/'))
+            .collect();
+        let Some(best) = rows.iter().map(|(_, secs)| *secs).reduce(f64::min) else {
+            continue;
+        };
+        if !printed_header {
+            println!("\nworkloads (records/s; throughput / the best of the workload)");
+            printed_header = true;
+        }
+        for (backend, secs) in rows {
+            println!(
+                "{:<44} {:>12.0} records/s {:>7.3}x",
+                format!("{workload} {backend}"),
+                1.0 / secs,
+                best / secs
+            );
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let dir = criterion_dir();
     let mut results = Results::new();
@@ -171,6 +202,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
+    print_workloads(&results);
     print_abstraction(&results);
     print_changelog(&results);
     print_restore(&results);

@@ -6,8 +6,11 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use statestore_benches::{Driver, Fixture, Scale, Workload, prepare};
-use store_api::{Error, Result};
+use statestore::Registry;
+use store_api::{BackendOptions, Error, Result};
+
+use super::OptionsByBackend;
+use crate::{Driver, Fixture, Scale, Workload, prepare};
 
 /// How often the progress bar is updated, in steps: often enough to move smoothly, rarely
 /// enough to cost nothing next to the operations.
@@ -77,6 +80,10 @@ pub struct RunPlan<'a> {
     pub duration: Duration,
     /// Where stores are created; `None` for the system temp dir.
     pub data_dir: Option<&'a Path>,
+    /// Where backend names resolve.
+    pub registry: &'a Registry,
+    /// Options per backend; a backend not named gets its defaults.
+    pub options: &'a OptionsByBackend,
 }
 
 /// Preloads, runs and measures `workload` on `backend` in a new store, then removes it.
@@ -109,16 +116,19 @@ pub fn measure(
 }
 
 fn open_fixture(plan: &RunPlan<'_>, backend: &str) -> Result<Fixture> {
-    let Some(parent) = plan.data_dir else {
-        return Fixture::open(backend);
+    let factory = plan.registry.get(backend)?;
+    let options = plan.options.get(backend).unwrap_or(&BackendOptions::Null);
+    let parent = match plan.data_dir {
+        Some(parent) => parent.to_path_buf(),
+        None => std::env::temp_dir(),
     };
-    std::fs::create_dir_all(parent)
+    std::fs::create_dir_all(&parent)
         .map_err(|err| Error::io(format!("creating {}", parent.display()), err))?;
     let dir = tempfile::Builder::new()
         .prefix(&format!("statestore-compare-{backend}-"))
-        .tempdir_in(parent)
+        .tempdir_in(&parent)
         .map_err(|err| Error::io(format!("creating a directory in {}", parent.display()), err))?;
-    Fixture::open_in(backend, dir)
+    Fixture::open_with(factory, options, dir)
 }
 
 struct Timed {

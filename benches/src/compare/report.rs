@@ -1,7 +1,11 @@
 //! Turning measurements into tables, ratios and recommendations.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::Serialize;
-use statestore_benches::Workload;
+
+use crate::Workload;
 
 use super::measure::Measurement;
 
@@ -17,6 +21,60 @@ pub struct Recommendation {
     pub backend: String,
     /// The reason, drawn from the measured numbers.
     pub reason: String,
+}
+
+/// What an engine must offer to be recommended (`compare --require`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Requirement {
+    /// The store's own files survive a restart: reopening does not replay the changelog.
+    /// Met by the backends that declare
+    /// [`Capabilities::persistent`](store_api::Capabilities::persistent).
+    Durable,
+    /// The state may outgrow RAM: the engine keeps it on disk and caches part of it. The store
+    /// API has no capability for it yet; every persistent backend of the workspace pages from
+    /// disk and the memory backend does not, so it is met by the persistent backends too, and
+    /// kept apart from [`Durable`](Requirement::Durable) because it is a different question
+    /// (an engine could persist by snapshotting a heap that must fit in RAM).
+    LargerThanMemory,
+}
+
+impl Requirement {
+    /// The name `--require` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Requirement::Durable => "durable",
+            Requirement::LargerThanMemory => "larger-than-memory",
+        }
+    }
+
+    /// Whether the measured backend meets it.
+    fn met_by(self, m: &Measurement) -> bool {
+        match self {
+            Requirement::Durable | Requirement::LargerThanMemory => m.persistent,
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Requirement {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "durable" => Ok(Requirement::Durable),
+            "larger-than-memory" => Ok(Requirement::LargerThanMemory),
+            _ => Err(format!(
+                "unknown requirement {name:?}: use durable or larger-than-memory"
+            )),
+        }
+    }
 }
 
 /// Sets every measurement's `ratio_to_best` within its workload.
@@ -60,17 +118,23 @@ pub fn table(workload: Workload, results: &[Measurement]) -> String {
     out
 }
 
-/// Picks a backend for one workload's measurements; `None` when there are none.
+/// Picks a backend for one workload's measurements among those that meet every one of
+/// `require`; `None` when none does.
 ///
 /// The fastest wins, unless others are within [`TIE`] of it: then the smallest on disk among
 /// those ties wins. A non-persistent winner is named with the best persistent alternative;
 /// for `put_durable` only persistent backends compete.
-pub fn recommend(workload: &str, results: &[Measurement]) -> Option<Recommendation> {
+pub fn recommend(
+    workload: &str,
+    results: &[Measurement],
+    require: &[Requirement],
+) -> Option<Recommendation> {
     // Durability is the point of put_durable: a store that keeps nothing cannot win it.
     let durable_only = workload == Workload::PutDurable.name();
     let mut ranked: Vec<&Measurement> = results
         .iter()
         .filter(|m| m.persistent || !durable_only)
+        .filter(|m| require.iter().all(|r| r.met_by(m)))
         .collect();
     ranked.sort_by(|a, b| b.ops_per_sec.total_cmp(&a.ops_per_sec));
     let fastest = *ranked.first()?;
@@ -233,7 +297,7 @@ mod tests {
             run("rocksdb", 230.0, 10, true),
             run("redb", 100.0, 20, true),
         ];
-        let rec = recommend("ycsb_a", &results).expect("a pick");
+        let rec = recommend("ycsb_a", &results, &[]).expect("a pick");
         assert_eq!(rec.backend, "rocksdb");
         assert!(
             rec.reason.contains("2.3x the next (redb)"),
@@ -246,7 +310,7 @@ mod tests {
     #[test]
     fn a_tie_goes_to_the_smaller_on_disk() {
         let results = [run("rocksdb", 100.0, 50, true), run("redb", 98.0, 10, true)];
-        let rec = recommend("get_hit", &results).expect("a pick");
+        let rec = recommend("get_hit", &results, &[]).expect("a pick");
         assert_eq!(rec.backend, "redb");
         assert!(
             rec.reason.contains("within 2% of the fastest (rocksdb)"),
@@ -258,15 +322,40 @@ mod tests {
     #[test]
     fn memory_is_named_with_its_caveat() {
         let results = [run("memory", 400.0, 0, false), run("sled", 100.0, 10, true)];
-        let rec = recommend("get_hit", &results).expect("a pick");
+        let rec = recommend("get_hit", &results, &[]).expect("a pick");
         assert_eq!(rec.backend, "memory");
         assert!(rec.reason.contains("RAM only") && rec.reason.contains("sled reaches 0.25x"));
     }
 
     #[test]
+    fn a_requirement_rules_out_the_engines_that_miss_it() {
+        let results = [
+            run("memory", 400.0, 0, false),
+            run("sled", 100.0, 30, true),
+            run("fjall", 150.0, 10, true),
+        ];
+        for require in [Requirement::Durable, Requirement::LargerThanMemory] {
+            let rec = recommend("get_hit", &results, &[require]).expect("a pick");
+            assert_eq!(rec.backend, "fjall", "{require}");
+            assert!(
+                rec.reason.contains("1.5x the next (sled)"),
+                "{}",
+                rec.reason
+            );
+        }
+        let only_memory = [run("memory", 400.0, 0, false)];
+        assert!(recommend("get_hit", &only_memory, &[Requirement::Durable]).is_none());
+        assert_eq!(
+            "larger-than-memory".parse(),
+            Ok(Requirement::LargerThanMemory)
+        );
+        assert!("fast".parse::<Requirement>().is_err());
+    }
+
+    #[test]
     fn put_durable_needs_a_persistent_store() {
         let results = [run("memory", 400.0, 0, false), run("redb", 10.0, 10, true)];
-        let rec = recommend("put_durable", &results).expect("a pick");
+        let rec = recommend("put_durable", &results, &[]).expect("a pick");
         assert_eq!(rec.backend, "redb");
         assert!(
             rec.reason.contains("the only backend measured"),
@@ -282,6 +371,6 @@ mod tests {
         assert_eq!(latency(0.25), "250 ns");
         assert_eq!(latency(1500.0), "1.50 ms");
         assert_eq!(bytes(3 << 20), "3.0 MiB");
-        assert!(recommend("x", &[]).is_none());
+        assert!(recommend("x", &[], &[]).is_none());
     }
 }
