@@ -46,7 +46,8 @@ impl AssignmentStrategy {
 pub struct StoreSpec {
     /// The store name: the changelog topic is `<application_id>-<name>-changelog`.
     pub name: String,
-    /// The backend, by name (`rocksdb`, `redb`, `sled`, `memory`), compiled into `statestore`.
+    /// The backend, by name: a built-in (`rocksdb`, `redb`, `sled`, `memory`) compiled into
+    /// `statestore`, or one registered with `statestore::register`.
     pub backend: String,
     /// The backend's options (`null` for its defaults).
     #[serde(default)]
@@ -252,13 +253,8 @@ impl TasksConfig {
                     store.name
                 )));
             }
-            if statestore::factory(&store.backend).is_none() {
-                return Err(Error::invalid(format!(
-                    "store {:?}: unknown backend {:?}; compiled in: {}",
-                    store.name,
-                    store.backend,
-                    statestore::backend_names().join(", ")
-                )));
+            if let Err(err) = statestore::resolve(&store.backend) {
+                return Err(Error::invalid(format!("store {:?}: {err}", store.name)));
             }
             let changelog = self.changelog_config(store, 1);
             changelog.validate()?;

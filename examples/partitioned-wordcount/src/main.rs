@@ -76,6 +76,7 @@ enum Command {
         /// This instance's state directory (one per instance on one machine).
         #[arg(long)]
         state_dir: PathBuf,
+        /// A built-in backend, or `fjall` (examples/byo-fjall, registered at start).
         #[arg(long, default_value = "rocksdb")]
         backend: String,
         #[arg(long, default_value_t = 1_000)]
@@ -185,6 +186,8 @@ fn run(command: Command) -> Result<()> {
             if let Some(nth) = kill_between_store_commits {
                 kill_in_nth_commit(nth)?;
             }
+            // A backend from outside the workspace, resolved by name like the built-ins.
+            byo_fjall::register().map_err(Error::from)?;
             let defaults = TasksConfig::default();
             let mut stores: Vec<StoreSpec> = STORES
                 .iter()
