@@ -101,6 +101,13 @@ enum Command {
         /// commit and before the second's (crash tests).
         #[arg(long)]
         kill_between_store_commits: Option<u64>,
+        /// The group consumer's max.poll.interval.ms (default Kafka's 300 s).
+        #[arg(long)]
+        max_poll_interval_ms: Option<u64>,
+        /// Sleep this long in the processing of the Nth record, given as `N:MS` (stale-owner
+        /// tests: past max.poll.interval.ms the instance loses its tasks while it sleeps).
+        #[arg(long, value_parser = parse_stall)]
+        stall_in_record: Option<(u64, u64)>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -182,7 +189,13 @@ fn run(command: Command) -> Result<()> {
             commit_bytes,
             tansu_workarounds,
             kill_between_store_commits,
+            max_poll_interval_ms,
+            stall_in_record,
         } => {
+            if let Some((nth, ms)) = stall_in_record {
+                fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
+                    .map_err(Error::invalid)?;
+            }
             if let Some(nth) = kill_between_store_commits {
                 kill_in_nth_commit(nth)?;
             }
@@ -205,6 +218,7 @@ fn run(command: Command) -> Result<()> {
                 input_topics: vec![topic],
                 stores,
                 tansu_workarounds,
+                max_poll_interval_ms: max_poll_interval_ms.unwrap_or(defaults.max_poll_interval_ms),
                 commit_interval_ms,
                 session_timeout_ms,
                 heartbeat_interval_ms: (session_timeout_ms / 4).max(1),
@@ -314,8 +328,20 @@ fn produce(
     Ok(())
 }
 
+/// `N:MS` of `--stall-in-record`.
+fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
+    let (nth, ms) = text.split_once(':').ok_or("expected N:MS")?;
+    let nth: u64 = nth.parse().map_err(|err| format!("N: {err}"))?;
+    let ms: u64 = ms.parse().map_err(|err| format!("MS: {err}"))?;
+    if nth == 0 {
+        return Err("N counts from 1".into());
+    }
+    Ok((nth, ms))
+}
+
 /// Counts a record's word in both stores.
 fn count(ctx: &mut ProcessorContext<'_>) -> Result<()> {
+    fail::fail_point!("process-record");
     let word = String::from_utf8_lossy(ctx.key().unwrap_or_default()).into_owned();
     for store in STORES {
         let key = key_of(store, &word);

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
+use statestore_tasks::POSITION_KEY;
+use store_api::BatchOp;
 
 const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
 
@@ -65,21 +68,28 @@ fn output(args: &[&str]) -> String {
 
 /// How an instance runs.
 struct Options {
+    backend: &'static str,
     commit_interval_ms: u64,
     session_timeout_ms: u64,
     standbys: u32,
     commit_bytes: Option<usize>,
     kill_between_store_commits: Option<u64>,
+    max_poll_interval_ms: Option<u64>,
+    /// Sleep for `.1` ms in the processing of the `.0`th record.
+    stall_in_record: Option<(u64, u64)>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
+            backend: "redb",
             commit_interval_ms: 50,
             session_timeout_ms: SESSION_TIMEOUT_MS,
             standbys: 0,
             commit_bytes: None,
             kill_between_store_commits: None,
+            max_poll_interval_ms: None,
+            stall_in_record: None,
         }
     }
 }
@@ -112,7 +122,7 @@ impl Instance {
         let mut command = Command::new(BIN);
         command
             .args(["run", "--bootstrap", bootstrap, "--topic", topic])
-            .args(["--application-id", app, "--backend", "redb"])
+            .args(["--application-id", app, "--backend", options.backend])
             .args([
                 "--commit-interval-ms",
                 &options.commit_interval_ms.to_string(),
@@ -130,6 +140,12 @@ impl Instance {
         }
         if let Some(nth) = options.kill_between_store_commits {
             command.args(["--kill-between-store-commits", &nth.to_string()]);
+        }
+        if let Some(ms) = options.max_poll_interval_ms {
+            command.args(["--max-poll-interval-ms", &ms.to_string()]);
+        }
+        if let Some((nth, ms)) = options.stall_in_record {
+            command.args(["--stall-in-record", &format!("{nth}:{ms}")]);
         }
         if tansu() {
             command.arg("--tansu-workarounds");
@@ -350,7 +366,8 @@ fn random_ms(max_ms: u64) -> Duration {
 /// Stores whose buffers fill long before the commit interval (256 bytes of `commit_bytes`,
 /// three or four words, and a commit every minute): the task commits them, at a record boundary, with its position.
 /// An instance killed with SIGKILL at random moments and started again on the same state
-/// directory ends with both stores exact, never counting a record twice.
+/// directory ends with both stores exact, never counting a record twice. The stores are fjall's
+/// (examples/byo-fjall): a backend registered at run time, named in the configuration.
 #[test]
 fn full_buffers_commit_with_the_position_under_kill9_at_random_moments() {
     let Some(bootstrap) =
@@ -363,6 +380,7 @@ fn full_buffers_commit_with_the_position_under_kill9_at_random_moments() {
     produce(&bootstrap, &topic, 0, 4 * n);
     let dir = tempfile::tempdir().expect("dir");
     let options = Options {
+        backend: "fjall",
         commit_interval_ms: 60_000,
         session_timeout_ms: 6_000,
         commit_bytes: Some(256),
@@ -375,6 +393,7 @@ fn full_buffers_commit_with_the_position_under_kill9_at_random_moments() {
         a.kill();
     }
     let last = Options {
+        backend: "fjall",
         session_timeout_ms: 6_000,
         ..Options::default()
     };
@@ -465,6 +484,7 @@ fn a_paused_owner_woken_after_its_tasks_moved_changes_nothing() {
     a.stop();
     b.stop();
     assert_exact(&bootstrap, &app, 3 * n);
+    assert_positions_never_move_back(&bootstrap, &app);
 }
 
 /// `local-restore` (the figures' restore without a broker) checks what each restore rebuilt
@@ -556,4 +576,88 @@ fn leader_and_follower_kills_disk_loss_and_standby_promotion_keep_counts_exact()
     c.stop();
     d.stop();
     assert_exact(&bootstrap, &app, 4 * n);
+}
+
+/// An owner stalls in the middle of processing (15 s in one record) past its
+/// `max.poll.interval.ms` (7 s): it leaves the group, its tasks move and the other instance
+/// fences their changelogs and counts on. When the stall ends the old owner commits what it
+/// buffered before it, as a paused process would: the commit finds the newer epoch and fails,
+/// the old owner drops its tasks as fenced and rejoins, and nothing it appended counts.
+#[test]
+fn an_owner_stalled_past_its_poll_interval_commits_nothing_that_counts() {
+    let Some(bootstrap) =
+        bootstrap("an_owner_stalled_past_its_poll_interval_commits_nothing_that_counts")
+    else {
+        return;
+    };
+    let (app, topic) = (unique("pwc-stall"), unique("pwc-stall-words"));
+    let n = lines();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let stalling = Options {
+        commit_interval_ms: 2_000,
+        session_timeout_ms: 6_000,
+        max_poll_interval_ms: Some(7_000),
+        // A counts about half of the 8 records a line: the stall comes halfway through.
+        stall_in_record: Some((2 * n, 15_000)),
+        ..Options::default()
+    };
+    let other = Options {
+        session_timeout_ms: 6_000,
+        ..Options::default()
+    };
+    produce(&bootstrap, &topic, 0, 1);
+    let mut a = Instance::start_with(&bootstrap, &topic, &app, dirs[0].path(), &stalling);
+    a.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    let mut b = Instance::start_with(&bootstrap, &topic, &app, dirs[1].path(), &other);
+    b.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    produce(&bootstrap, &topic, 1, n);
+    // The stall, the move, the wake-up and A's rejoin.
+    std::thread::sleep(Duration::from_secs(25));
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    let fenced = a.drain().iter().any(|l| l.starts_with("fenced"));
+    a.stop();
+    b.stop();
+    assert_exact(&bootstrap, &app, n);
+    assert_positions_never_move_back(&bootstrap, &app);
+    assert!(
+        fenced,
+        "the stalled owner never committed after its tasks moved"
+    );
+}
+
+/// Every store's position, as every reader of its changelog applies the commits, never moves
+/// back: a previous owner's late commit (an older position) is not applied.
+fn assert_positions_never_move_back(bootstrap: &str, app: &str) {
+    for store in ["counts", "letters"] {
+        let topic = format!("{app}-{store}-changelog");
+        for partition in 0..4 {
+            let config = KafkaConfig {
+                bootstrap_servers: bootstrap.to_owned(),
+                ..KafkaConfig::default()
+            };
+            let log = KafkaLog::open_topic(config, &topic, partition).expect("open changelog");
+            let end = log.end_offset().expect("end");
+            let mut reader = CommitReader::new(&log, log.start_offset().expect("start"));
+            let mut last = 0;
+            while reader.position() < end {
+                let released = reader.read(1000).expect("read");
+                if released.last_read.is_none() {
+                    break;
+                }
+                for op in released.ops {
+                    if let BatchOp::Put { key, value } = op
+                        && key == POSITION_KEY
+                    {
+                        let position = u64::from_be_bytes(value.try_into().expect("8 bytes"));
+                        assert!(
+                            position >= last,
+                            "{topic}/{partition}: the position moved back from {last} to \
+                             {position}"
+                        );
+                        last = position;
+                    }
+                }
+            }
+        }
+    }
 }
