@@ -106,15 +106,7 @@ new_enough_rustc() {
   [[ -n "$version" ]] && [[ "$(printf '%s\n1.96.0\n' "$version" | sort -V | head -n 1)" == 1.96.0 ]]
 }
 
-install_nisshi() {
-  nisshi_bin >/dev/null && return 0
-  mkdir -p "$BROKER_HOME"
-  exec 9>"$BROKER_HOME/install.lock"
-  flock 9
-  if nisshi_bin >/dev/null; then
-    exec 9>&-
-    return 0
-  fi
+build_nisshi() {
   if ! new_enough_rustc; then
     log "installing rustc-web and cargo-web (rustc 1.96) from Debian's security suite for nisshi"
     local sudo_cmd=""
@@ -132,8 +124,6 @@ install_nisshi() {
     /usr/bin/cargo install nisshi --version "$NISSHI_VERSION" --locked --root "$NISSHI_ROOT" >&2
   rm -rf "$work"
   trap - EXIT
-  exec 9>&-
-  nisshi_bin >/dev/null || die "cargo install finished but $NISSHI_ROOT/bin/nisshi is missing"
   log "built nisshi $NISSHI_VERSION in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
 }
 
@@ -144,7 +134,18 @@ case "$BROKER" in
 esac
 
 broker_bin() { "${BROKER}_bin"; }
-install_broker() { "install_$BROKER"; }
+
+# Builds the broker unless it is there.
+install_broker() {
+  broker_bin >/dev/null && return 0
+  mkdir -p "$BROKER_HOME"
+  # Two installs at once (test.sh and a manual start) would build twice: the second waits.
+  exec 9>"$BROKER_HOME/install.lock"
+  flock 9
+  broker_bin >/dev/null || "build_$BROKER"
+  exec 9>&-
+  broker_bin >/dev/null || die "the $BROKER build finished but its binary is missing"
+}
 
 # Replaces the one occurrence of $2 in file $1 with $3; fails unless $2 occurs exactly once
 # and $3 is there afterwards.
@@ -177,17 +178,8 @@ patch_storage() {
 # One line per [[package]] entry of the Cargo.lock $1.
 lock_entries() { awk 'BEGIN { RS = "" } { gsub(/\n/, " "); print }' "$1"; }
 
-install_tansu() {
-  tansu_bin >/dev/null && return 0
+build_tansu() {
   command -v cargo >/dev/null || die "cargo is needed to build the broker"
-  mkdir -p "$BROKER_HOME"
-  # Two installs at once (test.sh and a manual start) would build twice: the second waits.
-  exec 9>"$BROKER_HOME/install.lock"
-  flock 9
-  if tansu_bin >/dev/null; then
-    exec 9>&-
-    return 0
-  fi
   log "building $TANSU_BUILD (tansu $TANSU_VERSION with the two fixes described in broker.sh) into" \
     "$TANSU_ROOT: a build of about 400 crates, unoptimised, about 10 CPU-minutes (5 min on 2 idle cores)"
   local started=$SECONDS
@@ -242,8 +234,6 @@ install_tansu() {
     --root "$TANSU_ROOT" >&2
   rm -rf "$work"
   trap - EXIT
-  exec 9>&-
-  tansu_bin >/dev/null || die "cargo install finished but $TANSU_ROOT/bin/tansu is missing"
   log "built $TANSU_BUILD in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
 }
 

@@ -175,14 +175,15 @@ pub fn check_record(key: &[u8], value_len: usize, max_record_len: usize) -> Resu
 /// # Fencing
 /// A writer that takes a partition over from another (a task moving between instances) sets
 /// a writer epoch higher than any in the log ([`set_writer_epoch`](Changelog::set_writer_epoch))
-/// and the log stamps it on every record that writer appends. Readers ([`CommitReader`]
-/// (crate::CommitReader)) ignore every record whose epoch is below the highest epoch before
-/// it (a record without one counts as epoch 0): a previous owner that wakes up after the takeover (a pause past its session timeout)
-/// can still append, but no reader applies what it appends, and it learns that it was fenced
-/// when its next commit finds the newer epoch ([`LoggedStore::fence`]
-/// (crate::LoggedStore::fence)). A log without stamped records reads as before. Only a log
-/// that several processes write needs it: the Kafka and memory logs stamp epochs; the file
-/// log, which one process owns through the state directory's lock, does not.
+/// and the log stamps it on every record that writer appends. Readers
+/// ([`CommitReader`](crate::CommitReader)) ignore every record whose epoch is below the highest
+/// epoch before it (a record without one counts as epoch 0): a previous owner that wakes up
+/// after the takeover (a pause past its session timeout) can still append, but no reader
+/// applies what it appends, and it learns that it was fenced when its next commit finds the
+/// newer epoch ([`LoggedStore::fence`](crate::LoggedStore::fence)). A log without stamped
+/// records reads as before. Only a log that several processes write needs it: the Kafka and
+/// memory logs stamp epochs; the file log, which one process owns through the state
+/// directory's lock, does not.
 pub trait Changelog: Send + Sync + Debug + 'static {
     /// The topic name, such as `app-counts-changelog`.
     fn topic(&self) -> &str;

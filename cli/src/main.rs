@@ -57,23 +57,5 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Restore(args) => restore::run(&args),
     };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) if is_broken_pipe(err.as_ref()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            let mut source = err.source();
-            while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
-                source = cause.source();
-            }
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// True when `err` is the error of writing to a pipe whose reader has gone.
-fn is_broken_pipe(err: &(dyn Error + 'static)) -> bool {
-    err.downcast_ref::<std::io::Error>()
-        .is_some_and(|err| err.kind() == std::io::ErrorKind::BrokenPipe)
+    statestore_benches::compare::report_outcome(outcome)
 }

@@ -69,7 +69,7 @@ impl From<RegistryError> for Error {
     }
 }
 
-/// A set of backend factories, each under a distinct name. See the [module docs](self).
+/// A set of backend factories, each under a distinct name. See the [crate docs](crate).
 ///
 /// ```
 /// use statestore::{Registry, RegistryError};

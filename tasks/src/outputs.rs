@@ -31,8 +31,8 @@ pub enum ProductionErrorPolicy {
     /// again. Kafka Streams' default (`DefaultProductionExceptionHandler`: FAIL).
     #[default]
     Fail,
-    /// Log the failure, count it ([`Application::dropped_outputs`]
-    /// (crate::Application::dropped_outputs)) and commit as if the record had been delivered:
+    /// Log the failure, count it
+    /// ([`Application::dropped_outputs`](crate::Application::dropped_outputs)) and commit as if the record had been delivered:
     /// the output is lost (Kafka Streams' CONTINUE).
     Continue,
 }

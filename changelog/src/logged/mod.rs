@@ -184,8 +184,8 @@ struct Fence {
 }
 
 impl LoggedStore {
-    /// Opens a logged store: restores `store` from `log` (see [`restore`]) according to its
-    /// entry in `checkpoint`, then returns it ready for writes.
+    /// Opens a logged store: restores `store` from `log` (see [`restore`](crate::restore()))
+    /// according to its entry in `checkpoint`, then returns it ready for writes.
     ///
     /// When the log ends in framed records without their commit marker (a writer died
     /// halfway through a commit), it appends at once a commit holding, for each of their
