@@ -6,7 +6,7 @@ mod kafka_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use statestore_changelog::{Changelog, KafkaConfig, KafkaLog};
 
@@ -43,10 +43,14 @@ fn kafka_factory(
 
 /// The broker address; announces the run once per process.
 fn broker() -> Option<String> {
-    static ANNOUNCE: Once = Once::new();
-    let mut found = None;
-    ANNOUNCE.call_once(|| found = Some(kafka_support::bootstrap("changelog conformance suite")));
-    found.unwrap_or_else(kafka_support::bootstrap_quiet)
+    // Not a `Once`: without a broker the first call panics, and a poisoned `Once` would make
+    // every later test fail with "poisoned" instead of saying how to start one.
+    static ANNOUNCED: AtomicBool = AtomicBool::new(false);
+    if ANNOUNCED.swap(true, Ordering::Relaxed) {
+        kafka_support::bootstrap_quiet()
+    } else {
+        kafka_support::bootstrap("changelog conformance suite")
+    }
 }
 
 // The factory expression is evaluated inside each generated `#[test]` function, so the
