@@ -244,11 +244,26 @@ impl Shared {
             let Some((restoring, (partition, task))) = self.restorer.lock().next_done() else {
                 return Ok(());
             };
-            let mut task = task?;
             let Some(restoring) = restoring.filter(|restoring| !restoring.revoked) else {
-                tracing::info!(task = %task.id, "restored a task revoked meanwhile: closed");
-                task.abandon();
+                // Revoked while it restored: its new owner may have fenced it meanwhile, so a
+                // failed restore is no error of this instance's.
+                match task {
+                    Ok(task) => task.abandon(),
+                    Err(err) => tracing::info!(partition, %err, "a revoked task's restore failed"),
+                }
+                tracing::info!(partition, "restored a task revoked meanwhile: closed");
                 continue;
+            };
+            let mut task = match task {
+                Ok(task) => task,
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    // Another owner fenced it while it restored here: it is that owner's, and
+                    // the group will say so.
+                    tracing::warn!(partition, %err, "a task fenced while it restored");
+                    self.event(partition, TaskEventKind::Fenced);
+                    continue;
+                }
+                Err(err) => return Err(err),
             };
             let mut resumed = TopicPartitionList::new();
             for (topic, input) in self.inputs.iter().enumerate() {
