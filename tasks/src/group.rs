@@ -254,17 +254,9 @@ impl Shared {
                 tracing::info!(partition, "restored a task revoked meanwhile: closed");
                 continue;
             };
-            let mut task = match task {
-                Ok(task) => task,
-                Err(err) if err.kind() == ErrorKind::Fenced => {
-                    // Another owner fenced it while it restored here: it is that owner's, and
-                    // the group will say so.
-                    tracing::warn!(partition, %err, "a task fenced while it restored");
-                    self.event(partition, TaskEventKind::Fenced);
-                    continue;
-                }
-                Err(err) => return Err(err),
-            };
+            // A task still assigned here that another owner fenced while it restored: two
+            // owners at once, which stops this instance rather than leave the task paused.
+            let mut task = task?;
             let mut resumed = TopicPartitionList::new();
             for (topic, input) in self.inputs.iter().enumerate() {
                 let next = &mut task.next_offset[topic];

@@ -137,6 +137,9 @@ pub struct LoggedStore {
     fenced_keys: Mutex<BTreeSet<Vec<u8>>>,
 }
 
+/// How often a fence reads its log again, 50 ms apart, until it sees its own commit.
+const CATCH_UP_ATTEMPTS: u32 = 200;
+
 /// How often `open` restores again when another writer keeps committing meanwhile.
 const OPEN_ATTEMPTS: u32 = 5;
 
@@ -480,14 +483,7 @@ impl LoggedStore {
                 .checked_add(1)
                 .ok_or_else(|| Error::Corruption("the writer epoch overflowed".into()))?;
             let (offsets, rivals) = self.append_fence(epoch, nonce)?;
-            // Replays what another writer committed before the fence, then the fence itself.
-            let (caught_up, _) = restore_fenced(
-                self.store.as_ref(),
-                self.log.as_ref(),
-                &self.checkpoint,
-                self.config.restore_batch_records,
-                &mut NoopRestoreListener,
-            )?;
+            let caught_up = self.catch_up_to(offsets.end.saturating_sub(1))?;
             let value = self.store.get(EPOCH_KEY)?;
             if caught_up.epoch > epoch || value.as_deref() != Some(&fence_value(epoch, nonce)[..]) {
                 self.closed.store(true, Ordering::Release);
@@ -522,6 +518,28 @@ impl LoggedStore {
             self.log.topic(),
             self.log.partition()
         )))
+    }
+
+    /// Replays what another writer committed before the fence, then the fence itself, whose
+    /// marker is at `marker`. A log whose end offset lags its last acknowledged append (a
+    /// broker's high watermark) is read again until the replay reaches the marker.
+    fn catch_up_to(&self, marker: u64) -> Result<RestoreOutcome> {
+        let mut attempts = 0;
+        loop {
+            let (caught_up, _) = restore_fenced(
+                self.store.as_ref(),
+                self.log.as_ref(),
+                &self.checkpoint,
+                self.config.restore_batch_records,
+                &mut NoopRestoreListener,
+            )?;
+            attempts += 1;
+            if caught_up.checkpoint.is_some_and(|at| at >= marker) || attempts >= CATCH_UP_ATTEMPTS
+            {
+                return Ok(caught_up);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// Appends a fence commit of `epoch`: [`EPOCH_KEY`] and the keys the restore ignored as a
