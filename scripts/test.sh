@@ -16,6 +16,14 @@ broker_log=$(mktemp "${TMPDIR:-/tmp}/statestore-broker-install.XXXXXX")
 scripts/broker.sh install >"$broker_log" 2>&1 &
 broker_install=$!
 
+# The build cache is shared by every checkout, and a doc test finds the dependencies of the
+# crate under test by name in it: a build of a workspace crate left by another checkout (or
+# other features) fails it with E0460. A new checkout rebuilds the workspace crates anyway.
+workspace_packages=$(cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"]))')
+# shellcheck disable=SC2086
+cargo clean -q $workspace_packages
+
 cargo fmt --all -- --check
 # Clippy under the test profile: `cargo test` builds every dependency under it, and a build
 # script's output is keyed by profile, so under `dev` RocksDB and librdkafka would be compiled
