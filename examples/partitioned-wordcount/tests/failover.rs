@@ -189,6 +189,11 @@ impl Instance {
         &self.log
     }
 
+    /// Whether the process has exited.
+    fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
+    }
+
     /// Waits until the process exits by itself and returns its stderr.
     fn wait_exit(mut self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
@@ -422,8 +427,18 @@ fn a_crash_between_the_commits_of_a_tasks_two_stores_keeps_both_exact() {
         kill_between_store_commits: Some(6),
         ..Options::default()
     };
-    let a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &crashing);
-    let log = a.wait_exit(Duration::from_secs(120));
+    let mut a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &crashing);
+    // How many commits a round of input makes depends on how fast the instance processes
+    // it: more rounds follow until the fail point has been reached often enough to kill it.
+    let mut produced = 2 * n;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !a.exited() {
+        assert!(Instant::now() < deadline, "still running: {:#?}", a.drain());
+        std::thread::sleep(Duration::from_millis(500));
+        produce(&bootstrap, &topic, produced, produced + n / 4);
+        produced += n / 4;
+    }
+    let log = a.wait_exit(Duration::from_secs(10));
     assert!(
         log.iter()
             .any(|l| l.contains("killing myself between two store commits")),
@@ -436,7 +451,7 @@ fn a_crash_between_the_commits_of_a_tasks_two_stores_keeps_both_exact() {
     let a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &again);
     wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
     a.stop();
-    assert_exact(&bootstrap, &app, 2 * n);
+    assert_exact(&bootstrap, &app, produced);
 }
 
 /// An owner paused (SIGSTOP) past its session timeout with counts it has not committed: its
