@@ -27,7 +27,10 @@ pub use file::{
     CompactionStats, DEFAULT_MAX_RECORD_BYTES, FileLog, FileLogConfig, RecoveryMode, SyncPolicy,
 };
 #[cfg(feature = "kafka")]
-pub use kafka::{KafkaConfig, KafkaLog, util as kafka_util};
+#[doc(hidden)]
+pub use kafka::util as kafka_util;
+#[cfg(feature = "kafka")]
+pub use kafka::{Deliveries, KafkaClients, KafkaConfig, KafkaLog};
 pub use logged::{CommitPolicy, LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
 pub use record::{

@@ -3,8 +3,9 @@
 #   1. restore of the 4 tasks' changelogs into a fresh state directory, one task after another
 #      (--restore-parallelism 1) against all 4 at once (--restore-parallelism 4), from the
 #      changelog topics and then from the same changelogs in local files (`local-restore`);
-#   2. failover with 0 and with 1 standby replica: from the kill -9 of an instance to the
-#      first record the survivor processes on each of the victim's tasks.
+#   2. failover with 0 and with 1 standby replica: from the kill -9 of an instance (a follower
+#      of the group, then its leader) to the first record the survivor processes on each of the
+#      victim's tasks.
 #
 #   examples/partitioned-wordcount/figures.sh [KEYS]    (default 1000000 distinct keys)
 #
@@ -22,6 +23,7 @@ BROKER="${STATESTORE_KAFKA_BOOTSTRAP:-127.0.0.1:19092}"
 BACKEND="${BACKEND:-rocksdb}"
 SESSION="${SESSION_TIMEOUT_MS:-10000}"
 STANDBYS="${STANDBYS-0 1}"
+KILLS="${KILLS-follower leader}"
 RESTORE="${RESTORE:-1}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PROFILE="${PROFILE:-release}"
@@ -104,21 +106,23 @@ if ((RESTORE)); then
   "$BIN" local-restore --dir "$WORK/local" --keys "$KEYS" --backend "$BACKEND" 2>/dev/null
 fi
 
-# failover REPLICAS: on a topic and application of its own, holding KEYS keys. The survivor
-# joins first (so it usually leads the group; losing the leader costs tansu 0.6 a stall_timeout
-# more, see docs/kafka.md) and counts every key; the victim joins, takes two tasks, and counts a
-# second round of KEYS / 2 keys on them; then it is killed and one record per task follows.
-# Without a standby the survivor restores what the victim wrote since it last held those
-# tasks; with one, its copies followed the changelog and it restores only what they lack.
+# failover REPLICAS KILLED: on a topic and application of its own, holding KEYS keys. The
+# instance that joins first leads the group: the survivor to kill a follower, the victim to kill
+# the leader. The first one counts every key; the second joins, takes two tasks, and both count
+# a second round of KEYS / 2 keys; then the victim is killed and one record per task follows.
+# Without a standby the survivor restores what the victim wrote since it last held its tasks;
+# with one, its copies followed the changelog and it restores only what they lack.
 failover() {
-  local REPLICAS=$1 TOPIC="$TOPIC-failover$1" APP="$APP-failover$1" survivor victim
-  survivor="survivor$1" victim="victim$1"
+  local REPLICAS=$1 KILLED=$2 TOPIC="$TOPIC-failover$1$2" APP="$APP-failover$1$2" survivor victim
+  survivor="survivor$1$2" victim="victim$1$2"
+  local first_in=$survivor second_in=$victim
+  [[ $KILLED == leader ]] && first_in=$victim second_in=$survivor
   "$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$KEYS" --distinct-keys
-  start "$survivor"
-  wait_for "$survivor" 1 "^processed $KEYS "
-  start "$victim"
-  wait_for "$victim" 1 "^assigned"
-  wait_for "$survivor" 1 "^revoked"
+  start "$first_in"
+  wait_for "$first_in" 1 "^processed $KEYS "
+  start "$second_in"
+  wait_for "$second_in" 1 "^assigned"
+  wait_for "$first_in" 1 "^revoked"
   "$BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --from "$KEYS" --lines $((KEYS * 3 / 2)) \
     --distinct-keys
   processed() { grep "^processed" "$WORK/$1.log" | tail -n 1 | cut -d' ' -f2; }
@@ -128,7 +132,8 @@ failover() {
     sleep 0.5
   done
   local victim_tasks
-  victim_tasks=$(grep -oE "^assigned 0_[0-9]+" "$WORK/$victim.log" | cut -d' ' -f2 | sort -u)
+  victim_tasks=$(grep "^processed" "$WORK/$victim.log" | tail -n 1 | sed -E 's/ standby .*//' |
+    grep -oE "partition: [0-9]+" | awk '{ print "0_" $2 }')
   if ((REPLICAS)); then
     # The copies are in place when the survivor lists the victim's tasks as its standbys.
     deadline=$((SECONDS + 120))
@@ -163,11 +168,13 @@ failover() {
   assigned=$(tail -n +"$((before + 1))" "$WORK/$survivor.log" | grep "^assigned" |
     grep -E "^assigned ($(echo $victim_tasks | tr ' ' '|')) " | tr '\n' ';')
   stop "$survivor"
-  echo "failover with $REPLICAS standby replicas ($KEYS keys, session timeout $SESSION ms):" \
+  echo "failover of the $KILLED with $REPLICAS standby replicas ($KEYS keys, session timeout $SESSION ms):" \
     "$((first - killed)) ms from kill -9 to the first record on the last of the victim's tasks" \
     "($(echo $victim_tasks)); survivor: $assigned"
 }
 
 for replicas in $STANDBYS; do
-  failover "$replicas"
+  for killed in $KILLS; do
+    failover "$replicas" "$killed"
+  done
 done

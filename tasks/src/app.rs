@@ -10,7 +10,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use statestore_changelog::{NoopRestoreListener, RestoreListener, StateDirectory, TaskId};
+use statestore_changelog::{
+    KafkaClients, NoopRestoreListener, RestoreListener, StateDirectory, TaskId,
+};
 use store_api::{Error, ErrorKind, Result};
 
 use crate::config::TasksConfig;
@@ -158,11 +160,12 @@ impl Application {
         config.validate()?;
         let inputs = config.input_topics.clone();
         let state = StateDirectory::open(&config.state_dir, &config.application_id)?;
-        let metadata_client: BaseConsumer = base_config(&config)
-            .create()
-            .map_err(|err| convert("creating the metadata client", err))?;
-        let partitions = topics::prepare(metadata_client.client(), &config)?;
-        drop(metadata_client);
+        let clients = config
+            .stores
+            .first()
+            .map(|store| KafkaClients::new(&config.changelog_config(store, 1)))
+            .ok_or_else(|| Error::invalid("no store is configured"))??;
+        let partitions = topics::prepare(&clients, &config)?;
         let shared = Arc::new(Shared {
             inputs: inputs.clone(),
             partitions,
@@ -174,6 +177,7 @@ impl Application {
             standbys: Mutex::new(Standbys::new()),
             client_id: unique_client_id(&config.application_id),
             rebalances: AtomicU64::new(0),
+            clients,
             outputs: Mutex::new(Outputs::new(config.production_error)),
             restorer: Mutex::new(Restorer::new()),
             config,
@@ -570,7 +574,13 @@ impl Application {
         for &partition in &wanted {
             if let std::collections::btree_map::Entry::Vacant(slot) = standbys.entry(partition) {
                 let id = TaskId::new(0, partition);
-                let standby = Standby::open(&shared.state, &shared.config, id, shared.partitions)?;
+                let standby = Standby::open(
+                    &shared.state,
+                    &shared.config,
+                    &shared.clients,
+                    id,
+                    shared.partitions,
+                )?;
                 tracing::info!(task = %id, "standby opened");
                 slot.insert(standby);
             }

@@ -15,10 +15,9 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use statestore_changelog::{RestoreListener, StateDirectory, TaskId};
+use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, ErrorKind, Result};
 
-use crate::app::base_config;
 use crate::config::TasksConfig;
 use crate::outputs::Outputs;
 use crate::restorer::{Restored, Restorer, Restoring};
@@ -46,7 +45,10 @@ pub(crate) struct Shared {
     /// Rebalance callbacks served so far: a partition's progress is judged only across a
     /// stretch without one.
     pub rebalances: AtomicU64,
-    /// The output records of every task, and their producer.
+    /// The instance's Kafka clients: one producer for every changelog and output, shared
+    /// reader consumers for restores and standbys.
+    pub clients: KafkaClients,
+    /// The output records of every task.
     pub outputs: Mutex<Outputs>,
     /// The tasks being restored on restore threads.
     pub restorer: Mutex<Restorer>,
@@ -55,14 +57,12 @@ pub(crate) struct Shared {
 impl Shared {
     /// Hands the processors' outputs to the producer.
     pub(crate) fn send_outputs(&self) -> Result<()> {
-        let config = &self.config;
-        self.outputs.lock().send(config, || base_config(config))
+        self.outputs.lock().send(&self.clients)
     }
 
     /// Waits until every output is acknowledged: a task commits only after this succeeded.
     pub(crate) fn flush_outputs(&self) -> Result<()> {
-        let config = &self.config;
-        self.outputs.lock().flush(config, || base_config(config))
+        self.outputs.lock().flush(&self.clients)
     }
 
     /// The group offsets of task `partition` from what [`Task::commit`] returned.
@@ -147,6 +147,7 @@ impl Shared {
                         let task = Task::open(
                             &self.state,
                             &self.config,
+                            &self.clients,
                             id,
                             self.partitions,
                             &mut listener,

@@ -1,24 +1,16 @@
 //! The records processors send to output topics: at least once, and never committed past.
 //!
-//! Outputs go through one idempotent producer per instance whose delivery callback records
-//! every failure. A commit flushes the producer first and fails if any output was not
+//! Outputs go through the instance's one idempotent producer (the changelogs' too), whose
+//! delivery reports record every failure. A commit flushes the producer first and fails if any output was not
 //! acknowledged, so state and input positions never commit past a lost output. What happens
 //! then is the [`ProductionErrorPolicy`]'s choice, as with Kafka Streams' production
 //! exception handler.
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use parking_lot::Mutex;
-use rdkafka::ClientContext;
-use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::types::RDKafkaErrorCode;
 use serde::{Deserialize, Serialize};
+use statestore_changelog::{Deliveries, KafkaClients};
 use store_api::{Error, Result};
-
-use crate::config::TasksConfig;
-use crate::topics::convert;
 
 /// What a task does with an output record the brokers did not acknowledge (refused as too
 /// large, no such topic, not authorised, timed out).
@@ -45,35 +37,9 @@ pub(crate) struct Output {
     pub value: Option<Vec<u8>>,
 }
 
-/// The output producer's context: keeps the first delivery failure.
-#[derive(Default)]
-pub(crate) struct OutputContext {
-    failure: Mutex<Option<String>>,
-    dropped: Mutex<u64>,
-}
-
-impl ClientContext for OutputContext {}
-
-impl ProducerContext for OutputContext {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((err, message)) = result {
-            let what = format!(
-                "output record to {} (partition {}) was not delivered: {err}",
-                message.topic(),
-                message.partition()
-            );
-            tracing::warn!("{what}");
-            *self.dropped.lock() += 1;
-            self.failure.lock().get_or_insert(what);
-        }
-    }
-}
-
-/// The instance's output producer, created at the first output.
+/// The outputs of the instance's tasks, sent on the instance's one producer.
 pub(crate) struct Outputs {
-    producer: Option<BaseProducer<OutputContext>>,
+    deliveries: Arc<Deliveries>,
     pending: Vec<Output>,
     policy: ProductionErrorPolicy,
 }
@@ -81,7 +47,7 @@ pub(crate) struct Outputs {
 impl Outputs {
     pub fn new(policy: ProductionErrorPolicy) -> Outputs {
         Outputs {
-            producer: None,
+            deliveries: Arc::default(),
             pending: Vec::new(),
             policy,
         }
@@ -95,9 +61,7 @@ impl Outputs {
     /// Outputs not delivered and dropped under [`ProductionErrorPolicy::Continue`] (or
     /// failed under `Fail`).
     pub fn dropped(&self) -> u64 {
-        self.producer
-            .as_ref()
-            .map_or(0, |producer| *producer.context().dropped.lock())
+        self.deliveries.failed()
     }
 
     /// Hands the pending outputs to the producer.
@@ -105,60 +69,23 @@ impl Outputs {
     /// # Errors
     /// A record the producer refuses at once (too large for `message.max.bytes`), or, under
     /// [`ProductionErrorPolicy::Fail`], an earlier output that failed.
-    pub fn send(
-        &mut self,
-        config: &TasksConfig,
-        base: impl FnOnce() -> rdkafka::ClientConfig,
-    ) -> Result<()> {
-        if !self.pending.is_empty() && self.producer.is_none() {
-            let mut client = base();
-            client
-                .set("enable.idempotence", "true")
-                .set("acks", "all")
-                .set("message.timeout.ms", config.request_timeout_ms.to_string());
-            let producer = client
-                .create_with_context(OutputContext::default())
-                .map_err(|err| convert("creating the output producer", err))?;
-            self.producer = Some(producer);
-        }
-        let Some(producer) = &self.producer else {
-            return Ok(());
-        };
+    pub fn send(&mut self, clients: &KafkaClients) -> Result<()> {
         for output in self.pending.drain(..) {
-            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&output.topic);
-            if let Some(key) = &output.key {
-                record = record.key(key.as_slice());
-            }
-            if let Some(value) = &output.value {
-                record = record.payload(value.as_slice());
-            }
-            let mut pending = record;
-            loop {
-                match producer.send(pending) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        producer.poll(Duration::from_millis(10));
-                        pending = back;
-                    }
-                    Err((err, _)) => {
-                        let what = format!("output record to {} was refused: {err}", output.topic);
-                        match self.policy {
-                            ProductionErrorPolicy::Fail => {
-                                let mut failure = producer.context().failure.lock();
-                                failure.get_or_insert(what.clone());
-                                return Err(Error::invalid(what));
-                            }
-                            ProductionErrorPolicy::Continue => {
-                                tracing::warn!("{what}; dropped");
-                                *producer.context().dropped.lock() += 1;
-                                break;
-                            }
-                        }
-                    }
+            let sent = clients.send(
+                &output.topic,
+                output.key.as_deref(),
+                output.value.as_deref(),
+                &self.deliveries,
+            );
+            if let Err(err) = sent {
+                let what = format!("output record to {} was refused: {err}", output.topic);
+                self.deliveries.record_failure(what.clone());
+                match self.policy {
+                    ProductionErrorPolicy::Fail => return Err(Error::invalid(what)),
+                    ProductionErrorPolicy::Continue => tracing::warn!("{what}; dropped"),
                 }
             }
         }
-        producer.poll(Duration::ZERO);
         self.check()
     }
 
@@ -166,18 +93,11 @@ impl Outputs {
     ///
     /// # Errors
     /// As [`send`](Outputs::send); `Timeout` when the brokers do not answer within the
-    /// request timeout; under [`ProductionErrorPolicy::Fail`], any output that failed.
-    pub fn flush(
-        &mut self,
-        config: &TasksConfig,
-        base: impl FnOnce() -> rdkafka::ClientConfig,
-    ) -> Result<()> {
-        self.send(config, base)?;
-        if let Some(producer) = &self.producer {
-            producer
-                .flush(config.request_timeout())
-                .map_err(|err| convert("flushing the output records", err))?;
-        }
+    /// produce timeout; under [`ProductionErrorPolicy::Fail`], any output that failed.
+    pub fn flush(&mut self, clients: &KafkaClients) -> Result<()> {
+        self.send(clients)?;
+        clients.flush()?;
+        self.deliveries.wait(clients.produce_timeout())?;
         self.check()
     }
 
@@ -187,11 +107,7 @@ impl Outputs {
         if self.policy == ProductionErrorPolicy::Continue {
             return Ok(());
         }
-        let failure = self
-            .producer
-            .as_ref()
-            .and_then(|producer| producer.context().failure.lock().clone());
-        match failure {
+        match self.deliveries.first_failure() {
             Some(what) => Err(Error::backend("kafka", what)),
             None => Ok(()),
         }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use statestore_changelog::{
-    KafkaLog, RestoreListener, StateDirectory, TaskDirectory, TaskId, restore,
+    KafkaClients, KafkaLog, RestoreListener, StateDirectory, TaskDirectory, TaskId, restore,
 };
 use store_api::{KeyValueStore, Result};
 
@@ -58,6 +58,7 @@ impl Standby {
     pub fn open(
         state: &StateDirectory,
         config: &TasksConfig,
+        clients: &KafkaClients,
         id: TaskId,
         partitions: u32,
     ) -> Result<Standby> {
@@ -66,7 +67,8 @@ impl Standby {
         for spec in &config.stores {
             let factory = statestore::resolve(&spec.backend)?;
             let store = dir.open_store(factory, &spec.name, &spec.options)?;
-            let log = KafkaLog::open(config.changelog_config(spec, partitions), id.partition)?;
+            // Read only: a standby opens no producer.
+            let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
             stores.push((store, log, spec.logged.restore_batch_records));
         }
         Ok(Standby {

@@ -31,7 +31,7 @@
 use std::sync::Arc;
 
 use statestore_changelog::{
-    CommitPolicy, KafkaLog, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome,
+    CommitPolicy, KafkaClients, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome,
     StateDirectory, TaskDirectory, TaskId,
 };
 use store_api::{Error, KeyValueStore, Result};
@@ -81,6 +81,7 @@ impl Task {
     pub fn open(
         state: &StateDirectory,
         config: &TasksConfig,
+        clients: &KafkaClients,
         id: TaskId,
         partitions: u32,
         listener: &mut dyn RestoreListener,
@@ -90,7 +91,7 @@ impl Task {
         for spec in &config.stores {
             let factory = statestore::resolve(&spec.backend)?;
             let inner = dir.open_store(factory, &spec.name, &spec.options)?;
-            let log = KafkaLog::open(config.changelog_config(spec, partitions), id.partition)?;
+            let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
             let checkpoint = Arc::clone(dir.checkpoint());
             // The task alone decides when its stores commit: at a record boundary, with its
             // position in every commit.

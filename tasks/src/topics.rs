@@ -5,42 +5,14 @@ use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{Client, ClientContext, DefaultClientContext};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use statestore_changelog::KafkaLog;
+use statestore_changelog::KafkaClients;
 use statestore_changelog::kafka_util::block_on;
 pub(crate) use statestore_changelog::kafka_util::convert;
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
-
-/// The partition count of `topic`, or `None` when the brokers do not know it.
-///
-/// # Errors
-/// `Timeout` when no broker answers within `timeout`, `Backend` otherwise.
-pub(crate) fn partition_count<C: ClientContext>(
-    client: &Client<C>,
-    topic: &str,
-    timeout: Duration,
-) -> Result<Option<u32>> {
-    let doing = format!("fetching the metadata of topic {topic}");
-    let metadata = client
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|err| convert(&doing, err))?;
-    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-        return Ok(None);
-    };
-    match found.error() {
-        None if found.partitions().is_empty() => Ok(None),
-        None => u32::try_from(found.partitions().len())
-            .map(Some)
-            .map_err(|_| Error::invalid(format!("topic {topic} has too many partitions"))),
-        Some(code) if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition => {
-            Ok(None)
-        }
-        Some(code) => Err(convert(&doing, KafkaError::MetadataFetch(code.into()))),
-    }
-}
 
 /// Checks the input topics and every changelog topic, creating the missing changelog topics,
 /// and returns the inputs' partition count: the number of tasks.
@@ -49,11 +21,10 @@ pub(crate) fn partition_count<C: ClientContext>(
 /// `InvalidArgument` when an input topic does not exist, two input topics have different
 /// partition counts, or a changelog topic has another partition count than the input (both
 /// counts named); `Timeout` when no broker answers.
-pub(crate) fn prepare<C: ClientContext>(client: &Client<C>, config: &TasksConfig) -> Result<u32> {
-    let timeout = config.request_timeout();
+pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u32> {
     let mut counted: Option<(&str, u32)> = None;
     for input in &config.input_topics {
-        let count = partition_count(client, input, timeout)?.ok_or_else(|| {
+        let count = clients.partition_count(input)?.ok_or_else(|| {
             Error::invalid(format!(
                 "input topic {input} does not exist (application {}); create it first: its \
                  partition count sets the number of tasks",
@@ -78,13 +49,13 @@ pub(crate) fn prepare<C: ClientContext>(client: &Client<C>, config: &TasksConfig
     for store in &config.stores {
         let changelog = config.changelog_config(store, partitions);
         let topic = changelog.topic();
-        let count = match partition_count(client, &topic, timeout)? {
+        let count = match clients.partition_count(&topic)? {
             Some(count) => count,
             None => {
                 // Opening partition 0 creates the topic with `partitions` partitions and waits
                 // until the metadata shows it.
-                drop(KafkaLog::open(changelog, 0)?);
-                partition_count(client, &topic, timeout)?.unwrap_or(0)
+                drop(clients.open(changelog, 0)?);
+                clients.partition_count(&topic)?.unwrap_or(0)
             }
         };
         if count != partitions {

@@ -12,24 +12,57 @@ use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext, DefaultClientContext};
+use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 use store_api::{Error, Result};
 
 use super::config::KafkaConfig;
 use super::error::{BACKEND, convert, is_timeout};
 
-/// Creates `topic` when missing: compacted, with the configured partitions and
-/// replication factor. A topic that already exists is left as it is.
+/// The partition count of `topic` in the brokers' metadata, or `None` when they do not know
+/// the topic.
+///
+/// # Errors
+/// `Timeout` when no broker answers within `timeout`, `Backend` otherwise.
+pub fn partition_count<C: ClientContext>(
+    client: &Client<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Option<usize>> {
+    let doing = format!("fetching the metadata of topic {topic}");
+    let metadata = client
+        .fetch_metadata(Some(topic), timeout)
+        .map_err(|err| convert(&doing, err))?;
+    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(None);
+    };
+    match found.error() {
+        None if found.partitions().is_empty() => Ok(None),
+        None => Ok(Some(found.partitions().len())),
+        Some(code)
+            if matches!(
+                RDKafkaErrorCode::from(code),
+                RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::LeaderNotAvailable
+            ) =>
+        {
+            Ok(None)
+        }
+        Some(code) => Err(convert(&doing, KafkaError::MetadataFetch(code.into()))),
+    }
+}
+
+/// Creates `topic` with `admin`: compacted, with the configured partitions, replication factor
+/// and topic properties. A topic that already exists is left as it is.
 ///
 /// # Errors
 /// `Timeout` when the brokers do not answer within the admin timeout, `Backend` when they
 /// refuse the topic.
-pub fn ensure_topic(config: &KafkaConfig, topic: &str) -> Result<()> {
+pub fn create_topic(
+    admin: &AdminClient<DefaultClientContext>,
+    config: &KafkaConfig,
+    topic: &str,
+) -> Result<()> {
     let timeout = config.admin_timeout();
-    let admin: AdminClient<DefaultClientContext> = config
-        .client_config()
-        .create()
-        .map_err(|err| convert("creating the kafka admin client", err))?;
     let options = AdminOptions::new()
         .request_timeout(Some(timeout))
         .operation_timeout(Some(timeout));

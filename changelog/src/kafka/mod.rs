@@ -20,6 +20,7 @@
 //! a small `block_on`. No async runtime is pulled in.
 
 mod admin;
+mod clients;
 mod config;
 mod error;
 mod producer;
@@ -28,16 +29,16 @@ mod reader;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 
 use parking_lot::Mutex;
-use rdkafka::consumer::Consumer;
 use store_api::{BatchOp, Error, Result};
 
+pub use clients::{Deliveries, KafkaClients};
 pub use config::KafkaConfig;
 
-/// The admin client's `block_on` and the conversion of librdkafka errors, for crates that talk
-/// to the same brokers (the tasks crate) without a copy of their own.
+/// Not part of the API: the admin client's `block_on` and the conversion of librdkafka errors,
+/// for the workspace's tasks crate, which talks to the same brokers.
+#[doc(hidden)]
 pub mod util {
     pub use super::admin::block_on;
     pub use super::error::convert;
@@ -69,15 +70,13 @@ use reader::Reader;
 /// # Ok::<(), store_api::Error>(())
 /// ```
 pub struct KafkaLog {
+    clients: KafkaClients,
     config: KafkaConfig,
     topic: String,
     partition: u32,
-    partition_id: i32,
-    /// The producer's largest record, fixed by `message.max.bytes`.
-    max_record_len: usize,
-    /// Serializes appends (so one call's records stay consecutive). `None` after a failed
-    /// append retired the producer: the next append starts a new one.
-    appender: Mutex<Option<Appender>>,
+    /// Where and how this log's records are appended; serializes appends, so one call's
+    /// records stay consecutive.
+    appender: Mutex<Appender>,
     reader: Mutex<Reader>,
     /// The writer epoch stamped on appended records (0: none).
     epoch: AtomicU64,
@@ -85,16 +84,15 @@ pub struct KafkaLog {
 
 impl KafkaLog {
     /// Opens partition `partition` of topic `<application_id>-<store_name>-changelog`,
-    /// creating the topic when it is missing.
+    /// creating the topic when it is missing, with Kafka clients of its own (to share them
+    /// among many logs, open them through one [`KafkaClients`]).
     ///
     /// # Errors
     /// `InvalidArgument` for a bad option or property, or a partition the topic does not have;
     /// `Timeout` when no broker answers within `admin_timeout_ms`; `Backend` when the brokers
     /// refuse the topic.
     pub fn open(config: KafkaConfig, partition: u32) -> Result<KafkaLog> {
-        config.validate()?;
-        let topic = config.topic();
-        Self::open_topic(config, &topic, partition)
+        KafkaClients::new(&config)?.open(config, partition)
     }
 
     /// Opens partition `partition` of `topic`, named explicitly (as a state directory's
@@ -104,24 +102,31 @@ impl KafkaLog {
     /// # Errors
     /// As [`open`](KafkaLog::open), and `InvalidArgument` for a name Kafka does not accept.
     pub fn open_topic(config: KafkaConfig, topic: &str, partition: u32) -> Result<KafkaLog> {
-        config::validate_topic(topic)?;
-        config.validate_settings()?;
-        tracing::debug!(?config, topic, partition, "opening kafka changelog");
+        KafkaClients::new(&config)?.open_topic(config, topic, partition)
+    }
+
+    /// A log of `topic`/`partition` (which exists) on `clients`.
+    fn new(
+        clients: KafkaClients,
+        config: KafkaConfig,
+        topic: &str,
+        partition: u32,
+    ) -> Result<KafkaLog> {
         let partition_id = i32::try_from(partition)
             .map_err(|_| Error::invalid(format!("kafka partition {partition} is too large")))?;
-        admin::ensure_topic(&config, topic)?;
-        let base = config.client_config();
-        let timeout = config.admin_timeout();
-        let reader = Reader::new(&base, topic, partition_id, timeout)?;
-        admin::await_partition(reader.consumer().client(), topic, partition, timeout)?;
-        let appender = Appender::new(&base, topic, partition_id, config.produce_timeout())?;
+        let appender = Appender::new(
+            clients.base(),
+            topic,
+            partition_id,
+            clients.produce_timeout(),
+        );
+        let reader = Reader::new(clients.clone(), topic, partition_id);
         Ok(KafkaLog {
+            clients,
             config,
             topic: topic.to_owned(),
             partition,
-            partition_id,
-            max_record_len: appender.max_record_len(),
-            appender: Mutex::new(Some(appender)),
+            appender: Mutex::new(appender),
             reader: Mutex::new(reader),
             epoch: AtomicU64::new(0),
         })
@@ -132,24 +137,9 @@ impl KafkaLog {
         &self.config
     }
 
-    fn new_appender(&self) -> Result<Appender> {
-        Appender::new(
-            &self.config.client_config(),
-            &self.topic,
-            self.partition_id,
-            self.config.produce_timeout(),
-        )
-    }
-}
-
-/// Drops a failed producer on a thread of its own: librdkafka's shutdown waits for the
-/// purged records' reports, which the caller of the failed `append` need not wait for.
-fn retire(appender: Appender) {
-    let spawned = thread::Builder::new()
-        .name("kafka-producer-retire".to_owned())
-        .spawn(move || drop(appender));
-    if let Err(err) = spawned {
-        tracing::debug!(%err, "no thread to retire the producer on; it was dropped in place");
+    /// The clients this log runs on.
+    pub fn clients(&self) -> &KafkaClients {
+        &self.clients
     }
 }
 
@@ -173,7 +163,7 @@ impl Changelog for KafkaLog {
     }
 
     fn max_record_len(&self) -> usize {
-        self.max_record_len
+        self.appender.lock().max_record_len()
     }
 
     fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
@@ -181,17 +171,12 @@ impl Changelog for KafkaLog {
             let end = self.end_offset()?;
             return Ok(end..end);
         }
-        let mut slot = self.appender.lock();
-        let appender = match &mut *slot {
-            Some(appender) => appender,
-            empty => empty.insert(self.new_appender()?),
-        };
+        let appender = self.appender.lock();
         appender.check_sizes(ops)?;
-        let result = appender.append(ops, framing, self.epoch.load(Ordering::Relaxed));
-        if result.is_err()
-            && let Some(failed) = slot.take()
-        {
-            retire(failed);
+        let producer = self.clients.producer()?;
+        let result = appender.append(&producer, ops, framing, self.epoch.load(Ordering::Relaxed));
+        if result.is_err() {
+            self.clients.retire(producer);
         }
         result
     }

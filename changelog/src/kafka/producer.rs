@@ -5,7 +5,8 @@
 //! polled by `append` itself, costs a 100 ms sleep per call: rdkafka's `BaseProducer::poll`
 //! only returns once its timeout has passed, even after serving the reports.
 //!
-//! A producer whose `append` failed is retired, and the next `append` starts a new one (a new
+//! The producer is shared by every log of a [`KafkaClients`](super::KafkaClients). A producer
+//! whose `append` failed is retired, and the next `append` starts a new one (a new
 //! idempotent session, with a new producer id). Records of the failed call that were purged
 //! unsent leave a gap in the old session's sequence numbers, which the broker answers with
 //! `OutOfOrderSequenceNumber`; librdkafka then bumps the producer epoch, and tansu 0.6 panics
@@ -32,6 +33,7 @@ use rdkafka::{ClientContext, Message};
 
 use store_api::{BatchOp, Error, Result};
 
+use super::clients::Deliveries;
 use super::error::convert;
 use crate::record::{Framing, RecordKind, check_append, marker_op};
 
@@ -51,7 +53,7 @@ pub const EPOCH_HEADER: &str = "sse";
 /// How much longer than `append` waits librdkafka keeps a record before timing it out itself:
 /// `append` gives up and purges first, so librdkafka never starts its own epoch-bump recovery
 /// on a producer about to be retired.
-const LIBRDKAFKA_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
+pub(super) const LIBRDKAFKA_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
 
 /// librdkafka's default `message.max.bytes`.
 const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_000_000;
@@ -61,20 +63,37 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_000_000;
 /// header takes 6 more).
 const RECORD_OVERHEAD: usize = 64;
 
-/// Gives each record's delivery report to the [`Batch`] it belongs to.
+/// Whom a record's delivery report goes to.
+pub enum Delivery {
+    /// The batch of one `append` call.
+    Append(Batch),
+    /// A caller of [`KafkaClients::send`](super::KafkaClients::send).
+    Send(Arc<Deliveries>),
+}
+
+/// Gives each record's delivery report to the [`Delivery`] it belongs to.
 pub struct DeliveryContext;
 
 impl ClientContext for DeliveryContext {}
 
 impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = Arc<Batch>;
+    type DeliveryOpaque = Arc<Delivery>;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, batch: Arc<Batch>) {
-        let report = match result {
-            Ok(message) => Ok(message.offset()),
-            Err((err, _)) => Err(err.clone()),
-        };
-        batch.report(report);
+    fn delivery(&self, result: &DeliveryResult<'_>, delivery: Arc<Delivery>) {
+        match (&*delivery, result) {
+            (Delivery::Append(batch), Ok(message)) => batch.report(Ok(message.offset())),
+            (Delivery::Append(batch), Err((err, _))) => batch.report(Err(err.clone())),
+            (Delivery::Send(deliveries), Ok(_)) => deliveries.reported(None),
+            (Delivery::Send(deliveries), Err((err, message))) => {
+                let what = format!(
+                    "record to {} (partition {}) was not delivered: {err}",
+                    message.topic(),
+                    message.partition()
+                );
+                tracing::warn!("{what}");
+                deliveries.reported(Some(what));
+            }
+        }
     }
 }
 
@@ -93,7 +112,7 @@ struct Reports {
 }
 
 impl Batch {
-    fn new(expected: usize) -> Batch {
+    pub(super) fn new(expected: usize) -> Batch {
         Batch {
             reports: Mutex::new(Reports {
                 expected,
@@ -161,9 +180,38 @@ fn offset_range(lowest: i64, highest: i64, count: usize) -> Range<u64> {
     start..end
 }
 
-/// An idempotent producer bound to one (topic, partition).
+/// Creates the idempotent `acks=all` producer from `base` (bootstrap servers and passthrough
+/// properties); `timeout` is how long an append waits.
+///
+/// # Errors
+/// `InvalidArgument` for a property librdkafka refuses.
+pub fn new_producer(
+    base: &ClientConfig,
+    timeout: Duration,
+) -> Result<ThreadedProducer<DeliveryContext>> {
+    let mut config = base.clone();
+    config
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set(
+            "message.timeout.ms",
+            (timeout + LIBRDKAFKA_TIMEOUT_MARGIN)
+                .as_millis()
+                .to_string(),
+        );
+    config
+        .create_with_context(DeliveryContext)
+        .map_err(|err| convert("creating the kafka producer", err))
+}
+
+/// Drops every record still queued or in flight, so none of a failed call is sent after the
+/// call returned (it would land after a later call's records and reorder the changelog).
+pub fn purge(producer: &ThreadedProducer<DeliveryContext>) {
+    producer.purge(PurgeConfig::default().queue().inflight());
+}
+
+/// The appends of one (topic, partition), on a producer the caller passes in.
 pub struct Appender {
-    producer: ThreadedProducer<DeliveryContext>,
     topic: String,
     partition: i32,
     timeout: Duration,
@@ -171,49 +219,33 @@ pub struct Appender {
 }
 
 impl Appender {
-    /// Creates the producer from `base` (bootstrap servers and passthrough properties).
-    ///
-    /// # Errors
-    /// `InvalidArgument` for a property librdkafka refuses.
-    pub fn new(
-        base: &ClientConfig,
-        topic: &str,
-        partition: i32,
-        timeout: Duration,
-    ) -> Result<Self> {
-        let mut config = base.clone();
-        config
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set(
-                "message.timeout.ms",
-                (timeout + LIBRDKAFKA_TIMEOUT_MARGIN)
-                    .as_millis()
-                    .to_string(),
-            );
-        let max_message_bytes = config
+    /// Appends to `topic`/`partition` with the producer settings of `base`.
+    pub fn new(base: &ClientConfig, topic: &str, partition: i32, timeout: Duration) -> Self {
+        let max_message_bytes = base
             .get("message.max.bytes")
             .and_then(|v| v.parse().ok())
             .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES);
-        let producer = config
-            .create_with_context(DeliveryContext)
-            .map_err(|err| convert("creating the kafka producer", err))?;
-        Ok(Appender {
-            producer,
+        Appender {
             topic: topic.to_owned(),
             partition,
             timeout,
             max_message_bytes,
-        })
+        }
     }
 
-    /// Produces `ops` in order and waits for every acknowledgement. After an error, the
-    /// records of this call still queued are purged and the producer must be retired.
+    /// Produces `ops` in order on `producer` and waits for every acknowledgement. After an
+    /// error the producer must be retired (purged), so no record of this call lands later.
     ///
     /// # Errors
     /// `Timeout` when the acknowledgements do not all arrive in time, `Backend` (or
     /// `InvalidArgument` for a record the broker finds too large) for a refused record.
-    pub fn append(&self, ops: &[BatchOp], framing: Framing, epoch: u64) -> Result<Range<u64>> {
+    pub fn append(
+        &self,
+        producer: &ThreadedProducer<DeliveryContext>,
+        ops: &[BatchOp],
+        framing: Framing,
+        epoch: u64,
+    ) -> Result<Range<u64>> {
         let deadline = Instant::now() + self.timeout;
         let kind = match framing {
             Framing::Unframed => RecordKind::Unframed,
@@ -221,30 +253,24 @@ impl Appender {
         };
         let marker = (framing == Framing::Commit).then(marker_op);
         let count = ops.len() + usize::from(marker.is_some());
-        let batch = Arc::new(Batch::new(count));
+        let delivery = Arc::new(Delivery::Append(Batch::new(count)));
+        let Delivery::Append(batch) = &*delivery else {
+            unreachable!("built as an append")
+        };
         let records = ops
             .iter()
             .map(|op| (op, kind))
             .chain(marker.iter().map(|op| (op, RecordKind::CommitMarker)));
         for (op, kind) in records {
-            if let Err(err) = self.enqueue(op, kind, epoch, &batch, deadline) {
-                self.abandon();
-                return Err(err);
-            }
+            self.enqueue(producer, op, kind, epoch, &delivery, deadline)?;
         }
         match batch.wait(deadline) {
             Some(Ok(range)) => Ok(range),
-            Some(Err(err)) => {
-                self.abandon();
-                Err(convert(&self.doing(count), err))
-            }
-            None => {
-                self.abandon();
-                Err(Error::Timeout(format!(
-                    "kafka did not acknowledge {} records to {}/{} within {:?}",
-                    count, self.topic, self.partition, self.timeout
-                )))
-            }
+            Some(Err(err)) => Err(convert(&self.doing(count), err)),
+            None => Err(Error::Timeout(format!(
+                "kafka did not acknowledge {} records to {}/{} within {:?}",
+                count, self.topic, self.partition, self.timeout
+            ))),
         }
     }
 
@@ -266,13 +292,14 @@ impl Appender {
     /// Hands one record to librdkafka, waiting while its queue is full.
     fn enqueue(
         &self,
+        producer: &ThreadedProducer<DeliveryContext>,
         op: &BatchOp,
         kind: RecordKind,
         epoch: u64,
-        batch: &Arc<Batch>,
+        delivery: &Arc<Delivery>,
         deadline: Instant,
     ) -> Result<()> {
-        let mut record = BaseRecord::with_opaque_to(&self.topic, Arc::clone(batch))
+        let mut record = BaseRecord::with_opaque_to(&self.topic, Arc::clone(delivery))
             .partition(self.partition)
             .key(op.key());
         let frame = match kind {
@@ -302,7 +329,7 @@ impl Appender {
             record = record.payload(value);
         }
         loop {
-            match self.producer.send(record) {
+            match producer.send(record) {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
                     if Instant::now() < deadline =>
@@ -313,13 +340,6 @@ impl Appender {
                 Err((err, _)) => return Err(convert("queueing a changelog record", err)),
             }
         }
-    }
-
-    /// Drops every record still queued or in flight, so none of a failed call is sent after the
-    /// call returned (it would land after a later call's records and reorder the changelog).
-    fn abandon(&self) {
-        self.producer
-            .purge(PurgeConfig::default().queue().inflight());
     }
 
     fn doing(&self, count: usize) -> String {

@@ -1,9 +1,10 @@
-//! The read path: one consumer assigned to the (topic, partition), reused across calls.
+//! The read path: a consumer assigned to the (topic, partition) while a read runs.
 //!
-//! Restore reads the log in batches, each starting where the previous one stopped. The
-//! consumer then keeps its fetch position and its prefetched records, so a batch costs no
-//! round trip to reposition. A read at any other offset re-assigns the partition at that
-//! offset. No consumer group is joined and no offset is committed: the checkpoint file, not
+//! Restore reads the log in batches, each starting where the previous one stopped. The log
+//! keeps its consumer, with its fetch position and prefetched records, between such batches,
+//! so a batch costs no round trip to reposition; at the end of the log the consumer goes back
+//! to the [`KafkaClients`] for the next read of any log. A read at any other offset assigns the
+//! partition at that offset. No consumer group is joined and no offset is committed: the checkpoint file, not
 //! Kafka, records how far a store got.
 
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use store_api::{BatchOp, Error, Result};
 
+use super::clients::KafkaClients;
 use super::error::convert;
 use super::producer::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
@@ -29,9 +31,32 @@ const READER_GROUP: &str = "statestore-changelog-reader";
 /// sequential reads seven times slower with the default (1.7k against 12.6k records/s).
 const FETCH_WAIT_MS: &str = "10";
 
-/// A consumer of one (topic, partition).
+/// Creates a reader consumer from `base` (bootstrap servers and passthrough properties).
+///
+/// # Errors
+/// `InvalidArgument` for a property librdkafka refuses.
+pub fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
+    let mut config = base.clone();
+    if config.get("fetch.wait.max.ms").is_none() {
+        config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
+    }
+    config
+        .set("group.id", READER_GROUP)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "true")
+        .set("auto.offset.reset", "earliest");
+    config
+        .create()
+        .map_err(|err| convert("creating the kafka consumer", err))
+}
+
+/// The reads of one (topic, partition), on consumers lent by the log's [`KafkaClients`].
 pub struct Reader {
-    consumer: BaseConsumer,
+    clients: KafkaClients,
+    /// The consumer assigned to the partition, held between the batches of a read that
+    /// stopped before the end of the log; given back at the end.
+    consumer: Option<BaseConsumer>,
     topic: String,
     partition: i32,
     timeout: Duration,
@@ -41,41 +66,16 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// Creates the consumer from `base` (bootstrap servers and passthrough properties).
-    ///
-    /// # Errors
-    /// `InvalidArgument` for a property librdkafka refuses.
-    pub fn new(
-        base: &ClientConfig,
-        topic: &str,
-        partition: i32,
-        timeout: Duration,
-    ) -> Result<Self> {
-        let mut config = base.clone();
-        if config.get("fetch.wait.max.ms").is_none() {
-            config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
-        }
-        config
-            .set("group.id", READER_GROUP)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "true")
-            .set("auto.offset.reset", "earliest");
-        let consumer = config
-            .create()
-            .map_err(|err| convert("creating the kafka consumer", err))?;
-        Ok(Reader {
-            consumer,
+    /// Reads `topic`/`partition` with consumers from `clients`.
+    pub fn new(clients: KafkaClients, topic: &str, partition: i32) -> Self {
+        Reader {
+            timeout: clients.admin_timeout(),
+            clients,
+            consumer: None,
             topic: topic.to_owned(),
             partition,
-            timeout,
             position: None,
-        })
-    }
-
-    /// The consumer, for metadata and watermark queries.
-    pub fn consumer(&self) -> &BaseConsumer {
-        &self.consumer
+        }
     }
 
     /// The lowest offset held and one past the highest written.
@@ -83,10 +83,15 @@ impl Reader {
     /// # Errors
     /// `Timeout` when no broker answers in time, `Backend` otherwise.
     pub fn watermarks(&self) -> Result<(u64, u64)> {
-        let (low, high) = self
-            .consumer
-            .fetch_watermarks(&self.topic, self.partition, self.timeout)
-            .map_err(|err| convert(&format!("fetching watermarks of {}", self.topic), err))?;
+        let fetch = |consumer: &BaseConsumer| {
+            consumer
+                .fetch_watermarks(&self.topic, self.partition, self.timeout)
+                .map_err(|err| convert(&format!("fetching watermarks of {}", self.topic), err))
+        };
+        let (low, high) = match &self.consumer {
+            Some(consumer) => fetch(consumer)?,
+            None => self.clients.with_reader(fetch)?,
+        };
         let as_offset = |o: i64| u64::try_from(o).unwrap_or(0);
         Ok((as_offset(low), as_offset(high)))
     }
@@ -102,46 +107,74 @@ impl Reader {
             return Ok(Vec::new());
         }
         let from = from.max(low);
-        if self.position != Some(from) {
-            self.assign(from)?;
-        }
+        let consumer = match self.consumer.take() {
+            Some(consumer) if self.position == Some(from) => consumer,
+            held => {
+                let consumer = match held {
+                    Some(consumer) => consumer,
+                    None => self.clients.take_reader()?,
+                };
+                if let Err(err) = self.assign(&consumer, from) {
+                    self.give_back(consumer);
+                    return Err(err);
+                }
+                consumer
+            }
+        };
         self.position = None;
-        let records = self.poll_until(from, high, max);
+        let records = self.poll_until(&consumer, from, high, max);
         if let Ok(records) = &records {
             let next = records.last().map_or(from, |r| r.offset + 1);
             if records.len() == max && next < high {
                 self.position = Some(next);
             }
         }
-        if self.position.is_none() {
-            // At the end (or after an error) nothing more is wanted for now: stop the
-            // background fetches. The next read assigns the partition again.
-            if let Err(err) = self.consumer.unassign() {
-                tracing::debug!(%err, "kafka consumer unassign failed");
-            }
+        if self.position.is_some() {
+            self.consumer = Some(consumer);
+        } else {
+            // At the end (or after an error) nothing more is wanted for now: the consumer
+            // goes back to the clients. The next read assigns the partition again.
+            self.give_back(consumer);
         }
         records
     }
 
-    fn assign(&mut self, from: u64) -> Result<()> {
+    /// Stops the consumer's fetches and gives it back to the clients.
+    fn give_back(&self, consumer: BaseConsumer) {
+        match consumer.unassign() {
+            Ok(()) => self.clients.give_back_reader(consumer),
+            Err(err) => tracing::debug!(%err, "kafka consumer unassign failed; dropped"),
+        }
+    }
+
+    fn assign(&self, consumer: &BaseConsumer, from: u64) -> Result<()> {
         let offset = i64::try_from(from)
             .map_err(|_| Error::invalid(format!("offset {from} is beyond kafka's range")))?;
         let mut assignment = TopicPartitionList::new();
         assignment
             .add_partition_offset(&self.topic, self.partition, Offset::Offset(offset))
-            .and_then(|()| self.consumer.assign(&assignment))
+            .and_then(|()| consumer.assign(&assignment))
             .map_err(|err| convert(&format!("assigning {}/{}", self.topic, self.partition), err))
     }
 
     /// Polls records in `[from, high)` until `max` arrived, the last one below `high` arrived,
     /// or librdkafka reports the end of the partition (compaction may have removed the
     /// records just below `high`).
-    fn poll_until(&self, from: u64, high: u64, max: usize) -> Result<Vec<ChangelogRecord>> {
+    fn poll_until(
+        &self,
+        consumer: &BaseConsumer,
+        from: u64,
+        high: u64,
+        max: usize,
+    ) -> Result<Vec<ChangelogRecord>> {
         let deadline = Instant::now() + self.timeout;
         let mut records = Vec::with_capacity(max.min(4096));
         while records.len() < max {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            match self.consumer.poll(remaining) {
+            match consumer.poll(remaining) {
+                // A consumer lent to another log before may still hold its records.
+                Some(Ok(message))
+                    if message.topic() != self.topic || message.partition() != self.partition => {}
                 Some(Ok(message)) => {
                     let Some(record) = decode(&message, from)? else {
                         continue;
@@ -152,7 +185,10 @@ impl Reader {
                         break;
                     }
                 }
-                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(KafkaError::PartitionEOF(partition))) if partition == self.partition => {
+                    break;
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(err @ KafkaError::MessageConsumptionFatal(_))) => {
                     return Err(convert("reading the changelog", err));
                 }

@@ -257,6 +257,22 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
+/// The librdkafka clients in this process (each runs one thread named `rdk:main`) and the
+/// process's threads, from `/proc` (0 and 0 where there is none).
+fn threads() -> (usize, usize) {
+    let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
+        return (0, 0);
+    };
+    let names: Vec<String> = entries
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("comm")).ok())
+        .collect();
+    let clients = names
+        .iter()
+        .filter(|name| name.trim() == "rdk:main")
+        .count();
+    (clients, names.len())
+}
+
 /// Makes the `task-between-store-commits` fail point kill this process with SIGKILL the
 /// `nth` time it is reached: a crash with one store of a task committed and the other not.
 fn kill_in_nth_commit(nth: u64) -> Result<()> {
@@ -402,8 +418,9 @@ fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
             report(&event);
         }
         if last_report.elapsed() >= Duration::from_secs(1) {
+            let (clients, threads) = threads();
             eprintln!(
-                "processed {processed} tasks {:?} standby {:?}",
+                "processed {processed} tasks {:?} standby {:?} kafka clients {clients} threads {threads}",
                 app.active_tasks(),
                 app.standby_tasks()
             );

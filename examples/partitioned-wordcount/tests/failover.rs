@@ -502,6 +502,61 @@ fn a_paused_owner_woken_after_its_tasks_moved_changes_nothing() {
     assert_positions_never_move_back(&bootstrap, &app);
 }
 
+/// However many tasks, stores and standby copies an instance holds, it runs one set of Kafka
+/// clients: the group consumer, one producer for every changelog, a few reader consumers
+/// lent to restores and standbys, and the admin client that created the changelog topics.
+/// Here each of two instances holds 8 tasks of 2 stores, 4 active and 4 standby.
+#[test]
+fn an_instance_runs_one_set_of_kafka_clients_for_all_its_tasks_and_standbys() {
+    let Some(bootstrap) =
+        bootstrap("an_instance_runs_one_set_of_kafka_clients_for_all_its_tasks_and_standbys")
+    else {
+        return;
+    };
+    let (app, topic) = (unique("pwc-clients"), unique("pwc-clients-words"));
+    let lines = lines().to_string();
+    output(&[
+        "produce",
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        &topic,
+        "--partitions",
+        "8",
+        "--lines",
+        &lines,
+    ]);
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let options = Options {
+        standbys: 1,
+        ..Options::default()
+    };
+    let mut instances: Vec<Instance> = dirs
+        .iter()
+        .map(|dir| Instance::start_with(&bootstrap, &topic, &app, dir.path(), &options))
+        .collect();
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    let holds_eight = |l: &str| l.starts_with("processed") && l.matches("TaskId").count() == 8;
+    for instance in &mut instances {
+        instance.wait_for(Duration::from_secs(120), holds_eight);
+        // A later report, once the standby copies have caught up.
+        instance.wait_for(Duration::from_secs(30), holds_eight);
+        let line = instance.log.last().expect("a report").clone();
+        let clients: usize = line
+            .split("kafka clients ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no client count in {line:?}"));
+        println!("{line}");
+        // Group consumer, producer, two idle readers and one admin client.
+        assert!(clients <= 5, "{clients} kafka clients: {line}");
+    }
+    for instance in instances {
+        instance.stop();
+    }
+}
+
 /// `local-restore` (the figures' restore without a broker) checks what each restore rebuilt
 /// and fails on a short one; here it runs at a small size, with a task left without keys.
 #[test]

@@ -1,0 +1,422 @@
+//! [`KafkaClients`]: the Kafka clients that the changelogs of one process share.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use rdkafka::ClientConfig;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use store_api::{Error, Result};
+
+use super::KafkaLog;
+use super::admin;
+use super::config::{self, KafkaConfig};
+use super::error::convert;
+use super::producer::{self, Delivery, DeliveryContext};
+use super::reader;
+
+/// The reader consumers kept idle for the next read; more run while more reads do at once.
+const IDLE_READERS: usize = 2;
+
+/// The Kafka clients of one process, shared by every [`KafkaLog`] opened through them.
+///
+/// [`KafkaLog::open`] gives each log clients of its own. An application with many stores opens
+/// them through one `KafkaClients` instead (the task runtime does), so that however many
+/// changelogs it holds it runs:
+/// - **one idempotent producer** for every append, and for the caller's own records
+///   ([`send`](KafkaClients::send)), created at the first of them: a log that is only read
+///   (a standby copy, a restore) opens none;
+/// - **a few reader consumers**, lent to one read at a time and kept for the next;
+/// - **one admin client**, created only to create a missing topic: a topic already seen, or
+///   found in the brokers' metadata, is not created again.
+///
+/// One failed append stops the producer for everyone: its queued and in-flight records,
+/// those of the other logs and the [`send`](KafkaClients::send)s included, are purged and fail,
+/// and the next append starts a new producer (a new idempotent session), so no record of a
+/// failed call lands after a later call's records.
+///
+/// Cloning is cheap: the clones share the clients.
+#[derive(Clone)]
+pub struct KafkaClients {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The settings every log opened through these clients must share.
+    bootstrap_servers: String,
+    properties: BTreeMap<String, String>,
+    produce_timeout: Duration,
+    admin_timeout: Duration,
+    base: ClientConfig,
+    producer: Mutex<Option<Arc<ThreadedProducer<DeliveryContext>>>>,
+    idle_readers: Mutex<Vec<BaseConsumer>>,
+    admin: Mutex<Option<AdminClient<DefaultClientContext>>>,
+    /// Partition counts of the topics known to exist.
+    topics: Mutex<HashMap<String, usize>>,
+    /// Producers created so far.
+    producers_created: AtomicU64,
+}
+
+impl KafkaClients {
+    /// Clients for the bootstrap servers, passthrough properties and timeouts of `config`
+    /// (its topic settings are not used). No client is created yet.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad option or property.
+    pub fn new(config: &KafkaConfig) -> Result<KafkaClients> {
+        config.validate_settings()?;
+        Ok(KafkaClients {
+            inner: Arc::new(Inner {
+                bootstrap_servers: config.bootstrap_servers.clone(),
+                properties: config.properties.clone(),
+                produce_timeout: config.produce_timeout(),
+                admin_timeout: config.admin_timeout(),
+                base: config.client_config(),
+                producer: Mutex::new(None),
+                idle_readers: Mutex::new(Vec::new()),
+                admin: Mutex::new(None),
+                topics: Mutex::new(HashMap::new()),
+                producers_created: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Opens partition `partition` of topic `<application_id>-<store_name>-changelog`, as
+    /// [`KafkaLog::open`] does, on these clients.
+    ///
+    /// # Errors
+    /// As [`KafkaLog::open`], and `InvalidArgument` when `config` names other bootstrap
+    /// servers, properties or timeouts than these clients were made with.
+    pub fn open(&self, config: KafkaConfig, partition: u32) -> Result<KafkaLog> {
+        config.validate()?;
+        let topic = config.topic();
+        self.open_topic(config, &topic, partition)
+    }
+
+    /// Opens partition `partition` of `topic`, as [`KafkaLog::open_topic`] does, on these
+    /// clients.
+    ///
+    /// # Errors
+    /// As [`open`](KafkaClients::open).
+    pub fn open_topic(&self, config: KafkaConfig, topic: &str, partition: u32) -> Result<KafkaLog> {
+        config::validate_topic(topic)?;
+        config.validate_settings()?;
+        let inner = &self.inner;
+        if config.bootstrap_servers != inner.bootstrap_servers
+            || config.properties != inner.properties
+            || config.produce_timeout() != inner.produce_timeout
+            || config.admin_timeout() != inner.admin_timeout
+        {
+            return Err(Error::invalid(format!(
+                "the changelog {topic} has other bootstrap servers, properties or timeouts than \
+                 the kafka clients it is opened through"
+            )));
+        }
+        tracing::debug!(?config, topic, partition, "opening kafka changelog");
+        self.ensure_topic(&config, topic, partition)?;
+        KafkaLog::new(self.clone(), config, topic, partition)
+    }
+
+    /// The partition count of `topic`, or `None` when the brokers do not know it.
+    ///
+    /// # Errors
+    /// `Timeout` when no broker answers within the admin timeout, `Backend` otherwise.
+    pub fn partition_count(&self, topic: &str) -> Result<Option<u32>> {
+        if let Some(&count) = self.inner.topics.lock().get(topic) {
+            return Ok(u32::try_from(count).ok());
+        }
+        let timeout = self.inner.admin_timeout;
+        let found =
+            self.with_reader(|consumer| admin::partition_count(consumer.client(), topic, timeout))?;
+        if let Some(count) = found {
+            self.inner.topics.lock().insert(topic.to_owned(), count);
+        }
+        Ok(found.and_then(|count| u32::try_from(count).ok()))
+    }
+
+    /// Makes sure `topic` exists with partition `partition`: known already, found in the
+    /// brokers' metadata, or created (compacted, with `config`'s partitions, replication
+    /// factor and topic properties).
+    fn ensure_topic(&self, config: &KafkaConfig, topic: &str, partition: u32) -> Result<()> {
+        let wanted = usize::try_from(partition).unwrap_or(usize::MAX);
+        let known = self.inner.topics.lock().get(topic).copied();
+        let count = match known {
+            Some(count) => count,
+            None => {
+                let timeout = self.inner.admin_timeout;
+                let found = self.with_reader(|consumer| {
+                    admin::partition_count(consumer.client(), topic, timeout)
+                })?;
+                let count = match found {
+                    Some(count) => count,
+                    None => {
+                        self.create_topic(config, topic)?;
+                        self.with_reader(|consumer| {
+                            admin::await_partition(consumer.client(), topic, partition, timeout)
+                        })?
+                    }
+                };
+                self.inner.topics.lock().insert(topic.to_owned(), count);
+                count
+            }
+        };
+        if wanted >= count {
+            return Err(Error::invalid(format!(
+                "kafka topic {topic} has {count} partitions, so partition {partition} does not \
+                 exist (an existing topic keeps its partition count)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn create_topic(&self, config: &KafkaConfig, topic: &str) -> Result<()> {
+        let mut admin = self.inner.admin.lock();
+        let client = match &mut *admin {
+            Some(client) => client,
+            empty => empty.insert(
+                self.inner
+                    .base
+                    .create()
+                    .map_err(|err| convert("creating the kafka admin client", err))?,
+            ),
+        };
+        admin::create_topic(client, config, topic)
+    }
+
+    /// Runs `read` with a reader consumer: an idle one, or a new one. It goes back to the
+    /// idle ones after.
+    pub(super) fn with_reader<T>(
+        &self,
+        read: impl FnOnce(&BaseConsumer) -> Result<T>,
+    ) -> Result<T> {
+        let consumer = self.take_reader()?;
+        let result = read(&consumer);
+        self.give_back_reader(consumer);
+        result
+    }
+
+    /// An idle reader consumer, or a new one.
+    pub(super) fn take_reader(&self) -> Result<BaseConsumer> {
+        if let Some(consumer) = self.inner.idle_readers.lock().pop() {
+            return Ok(consumer);
+        }
+        reader::new_consumer(&self.inner.base)
+    }
+
+    /// Keeps an unassigned reader consumer for the next read (or drops it when enough are idle).
+    pub(super) fn give_back_reader(&self, consumer: BaseConsumer) {
+        let mut idle = self.inner.idle_readers.lock();
+        if idle.len() < IDLE_READERS {
+            idle.push(consumer);
+        }
+    }
+
+    /// The producer, created at the first call (and after a failure retired the previous one).
+    pub(super) fn producer(&self) -> Result<Arc<ThreadedProducer<DeliveryContext>>> {
+        let mut slot = self.inner.producer.lock();
+        if let Some(producer) = &*slot {
+            return Ok(Arc::clone(producer));
+        }
+        let producer = Arc::new(producer::new_producer(
+            &self.inner.base,
+            self.inner.produce_timeout,
+        )?);
+        self.inner.producers_created.fetch_add(1, Ordering::Relaxed);
+        *slot = Some(Arc::clone(&producer));
+        Ok(producer)
+    }
+
+    /// Purges `failed` and, if it is still the current producer, retires it: the next
+    /// append starts a new one.
+    pub(super) fn retire(&self, failed: Arc<ThreadedProducer<DeliveryContext>>) {
+        producer::purge(&failed);
+        {
+            let mut slot = self.inner.producer.lock();
+            if slot
+                .as_ref()
+                .is_some_and(|current| Arc::ptr_eq(current, &failed))
+            {
+                *slot = None;
+            }
+        }
+        // librdkafka's shutdown waits for the purged records' reports, which the caller of
+        // the failed call need not wait for.
+        let spawned = thread::Builder::new()
+            .name("kafka-producer-retire".to_owned())
+            .spawn(move || drop(failed));
+        if let Err(err) = spawned {
+            tracing::debug!(%err, "no thread to retire the producer on; it was dropped in place");
+        }
+    }
+
+    /// The produce timeout these clients were made with.
+    pub fn produce_timeout(&self) -> Duration {
+        self.inner.produce_timeout
+    }
+
+    /// The read, metadata and admin timeout these clients were made with.
+    pub(super) fn admin_timeout(&self) -> Duration {
+        self.inner.admin_timeout
+    }
+
+    /// The librdkafka configuration every client starts from.
+    pub(super) fn base(&self) -> &ClientConfig {
+        &self.inner.base
+    }
+
+    /// Queues a record to `topic` on the shared producer (partitioned by its key) and returns
+    /// at once; `deliveries` learns whether it was delivered. Waits while librdkafka's queue is
+    /// full, up to the produce timeout.
+    ///
+    /// # Errors
+    /// A record refused at once (larger than `message.max.bytes`, a bad topic name):
+    /// `InvalidArgument` or `Backend`; `Timeout` when the queue stays full.
+    pub fn send(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        deliveries: &Arc<Deliveries>,
+    ) -> Result<()> {
+        let producer = self.producer()?;
+        let deadline = Instant::now() + self.inner.produce_timeout;
+        let mut record: BaseRecord<'_, [u8], [u8], Arc<Delivery>> =
+            BaseRecord::with_opaque_to(topic, Arc::new(Delivery::Send(Arc::clone(deliveries))));
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        if let Some(value) = value {
+            record = record.payload(value);
+        }
+        deliveries.sending();
+        loop {
+            match producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if Instant::now() < deadline =>
+                {
+                    record = back;
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Err((err, _)) => {
+                    deliveries.reported(None);
+                    return Err(convert(&format!("queueing a record to {topic}"), err));
+                }
+            }
+        }
+    }
+
+    /// Waits until every record queued on the producer (sent or appended, by any caller) is
+    /// delivered or failed. Returns at once when no producer was created.
+    ///
+    /// # Errors
+    /// `Timeout` when the records are not all reported within the produce timeout (and the
+    /// margin librdkafka is given to time them out itself).
+    pub fn flush(&self) -> Result<()> {
+        let producer = self.inner.producer.lock().clone();
+        let Some(producer) = producer else {
+            return Ok(());
+        };
+        producer
+            .flush(self.inner.produce_timeout + producer::LIBRDKAFKA_TIMEOUT_MARGIN)
+            .map_err(|err| convert("flushing the producer", err))
+    }
+
+    /// How many producers these clients created: 1 while no append failed, 0 while nothing
+    /// was written.
+    pub fn producers_created(&self) -> u64 {
+        self.inner.producers_created.load(Ordering::Relaxed)
+    }
+}
+
+impl fmt::Debug for KafkaClients {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaClients")
+            .field("bootstrap_servers", &self.inner.bootstrap_servers)
+            .field("producers_created", &self.producers_created())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What became of the records a caller queued with [`KafkaClients::send`]: how many are
+/// still in flight, how many failed, and the first failure.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    state: Mutex<DeliveryState>,
+    all_reported: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct DeliveryState {
+    in_flight: u64,
+    failed: u64,
+    first_failure: Option<String>,
+}
+
+impl Deliveries {
+    /// The first record that was not delivered, described.
+    pub fn first_failure(&self) -> Option<String> {
+        self.state.lock().first_failure.clone()
+    }
+
+    /// How many records were not delivered (or were recorded with
+    /// [`record_failure`](Deliveries::record_failure)).
+    pub fn failed(&self) -> u64 {
+        self.state.lock().failed
+    }
+
+    /// Counts a record that failed, keeping `what` if it is the first.
+    pub fn record_failure(&self, what: String) {
+        let mut state = self.state.lock();
+        state.failed += 1;
+        state.first_failure.get_or_insert(what);
+    }
+
+    /// Waits until every record sent is reported, delivered or failed.
+    ///
+    /// # Errors
+    /// `Timeout` when some are not reported within `timeout`.
+    pub fn wait(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while state.in_flight > 0 {
+            if self
+                .all_reported
+                .wait_until(&mut state, deadline)
+                .timed_out()
+                && state.in_flight > 0
+            {
+                return Err(Error::Timeout(format!(
+                    "kafka did not report the delivery of {} records within {timeout:?}",
+                    state.in_flight
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn sending(&self) {
+        self.state.lock().in_flight += 1;
+    }
+
+    /// A record's report: `failure` describes it when it was not delivered.
+    pub(super) fn reported(&self, failure: Option<String>) {
+        let mut state = self.state.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        if let Some(what) = failure {
+            state.failed += 1;
+            state.first_failure.get_or_insert(what);
+        }
+        if state.in_flight == 0 {
+            self.all_reported.notify_all();
+        }
+    }
+}
