@@ -121,7 +121,8 @@ pub struct CompareArgs {
     /// caches. Other backends take theirs through --options; options given there win.
     #[arg(long, value_parser = parse_bytes)]
     pub cache_size: Option<u64>,
-    /// Backend options as JSON, by backend name, or `@FILE` to read them from a file:
+    /// Backend options as JSON, by backend name, or `@FILE` to read them from a file (TOML
+    /// when it ends in `.toml`, with a table per backend, else JSON):
     /// '{"rocksdb": {"block_cache_size": 67108864}, "redb": {"cache_size_bytes": 67108864}}'.
     /// Backends not named get their defaults.
     #[arg(long, value_parser = parse_options)]
@@ -364,12 +365,22 @@ fn parse_requirement(name: &str) -> Result<Requirement, String> {
 }
 
 fn parse_options(text: &str) -> Result<OptionsByBackend, String> {
-    let json = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the options file {path}: {err}"))?,
-        None => text.to_string(),
+    let Some(path) = text.strip_prefix('@') else {
+        return parse_json_options(text);
     };
-    serde_json::from_str(&json).map_err(|err| {
+    let contents = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read the options file {path}: {err}"))?;
+    if path.ends_with(".toml") {
+        toml::from_str(&contents).map_err(|err| {
+            format!("options in {path} must be TOML, a table of options per backend name: {err}")
+        })
+    } else {
+        parse_json_options(&contents)
+    }
+}
+
+fn parse_json_options(json: &str) -> Result<OptionsByBackend, String> {
+    serde_json::from_str(json).map_err(|err| {
         format!("options must be a JSON object of backend name to options object: {err}")
     })
 }
@@ -461,6 +472,39 @@ mod tests {
             .check(),
             Err(ArgsError::Duration(_))
         ));
+    }
+
+    #[test]
+    fn options_come_as_json_or_from_a_json_or_toml_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let expected: OptionsByBackend = [
+            (
+                "rocksdb".to_string(),
+                serde_json::json!({ "block_cache_size": 4096, "compression": "zstd" }),
+            ),
+            (
+                "redb".to_string(),
+                serde_json::json!({ "durability": "immediate" }),
+            ),
+        ]
+        .into();
+        let json = r#"{"rocksdb": {"block_cache_size": 4096, "compression": "zstd"},
+                       "redb": {"durability": "immediate"}}"#;
+        let toml = "[rocksdb]\nblock_cache_size = 4096\ncompression = \"zstd\"\n\n\
+                    [redb]\ndurability = \"immediate\"\n";
+        let (json_file, toml_file) = (dir.path().join("o.json"), dir.path().join("o.toml"));
+        std::fs::write(&json_file, json).expect("write");
+        std::fs::write(&toml_file, toml).expect("write");
+        let at = |path: &std::path::Path| format!("@{}", path.display());
+        assert_eq!(parse_options(json), Ok(expected.clone()));
+        assert_eq!(parse_options(&at(&json_file)), Ok(expected.clone()));
+        assert_eq!(parse_options(&at(&toml_file)), Ok(expected));
+
+        std::fs::write(&toml_file, "rocksdb = 3\n[redb").expect("write");
+        let err = parse_options(&at(&toml_file)).expect_err("bad TOML");
+        assert!(err.contains("must be TOML"), "{err}");
+        let err = parse_options("@/no/such/options.toml").expect_err("missing");
+        assert!(err.contains("cannot read the options file"), "{err}");
     }
 
     #[test]

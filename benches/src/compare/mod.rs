@@ -24,9 +24,9 @@
 //! What users vary: `--backends`, `--workloads`, `--records` or `--state-size`, `--duration`,
 //! `--key-size`, `--value-size`, `--threads` (threads issuing each workload together against
 //! one store), `--cache-size` (the disk engines' caches, to make the state outgrow them),
-//! `--options` (per-backend options as JSON, or `@file.json`), `--data-dir` (the disk), and
-//! `--require` (`durable`, `larger-than-memory`): the recommendation is then the best engine
-//! among those that meet every requirement. Every value is checked before anything runs
+//! `--options` (per-backend options as JSON, or `@file.json` or `@file.toml`), `--data-dir`
+//! (the disk), and `--require` (`durable`, `larger-than-memory`): the recommendation is then
+//! the best engine among those that meet every requirement. Every value is checked before anything runs
 //! ([`ArgsError`]).
 
 mod args;
