@@ -1,7 +1,9 @@
 //! Keys, values and key choosers: the data every workload uses, generated from a fixed seed.
 //!
-//! Keys are 24 bytes, `user` followed by 20 decimal digits, so byte order equals numeric order
-//! and a range scan from a key returns its numeric successors. Record `i` is stored at the
+//! Keys are 24 bytes by default, `user` followed by 20 decimal digits, so byte order equals
+//! numeric order and a range scan from a key returns its numeric successors. Other lengths
+//! (`compare --key-size`, [`push_key`]) keep the shape: `user` and as many digits as fill the
+//! key, zero-padded. Record `i` is stored at the
 //! even number `2 * i`; the odd number `2 * i + 1` is a key that lies between two stored keys
 //! and is never written, which makes `get_miss` probe the middle of the key space instead of
 //! falling off either end (where an engine could answer from its bounds alone).
@@ -10,8 +12,13 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-/// The length of every key, in bytes.
+/// The default length of every key, in bytes.
 pub const KEY_LEN: usize = 24;
+/// The shortest key length the workloads take: `user` and 12 digits, room for record numbers
+/// up to 10^12 (twice the record index, see the module docs), far past any run's.
+pub const MIN_KEY_LEN: usize = 16;
+/// The longest key length the workloads take, in bytes.
+pub const MAX_KEY_LEN: usize = 4096;
 /// The value length of the load, put, get and range workloads, in bytes.
 pub const VALUE_LEN: usize = 150;
 /// The value length of the YCSB workloads, in bytes.
@@ -23,7 +30,7 @@ pub const SEED: u64 = 0x5747_4154_4553_544f;
 /// The zipfian constant of the YCSB workloads (YCSB's default).
 pub const ZIPF_CONSTANT: f64 = 0.99;
 
-/// A key: `user` and 20 decimal digits.
+/// A key of the default length: `user` and 20 decimal digits.
 pub type Key = [u8; KEY_LEN];
 
 const KEY_PREFIX: &[u8; 4] = b"user";
@@ -45,15 +52,39 @@ pub fn miss_key(index: u64) -> Key {
     numbered_key(index.saturating_mul(2).saturating_add(1))
 }
 
-fn numbered_key(mut number: u64) -> Key {
+fn numbered_key(number: u64) -> Key {
     let mut out = [b'0'; KEY_LEN];
+    write_numbered(&mut out, number);
+    out
+}
+
+/// Appends the `len`-byte key of record `index` to `out`; at [`KEY_LEN`] it is [`key`].
+/// Lengths below [`MIN_KEY_LEN`] are taken as it, above [`MAX_KEY_LEN`] as that.
+pub fn push_key(out: &mut Vec<u8>, index: u64, len: usize) {
+    push_numbered(out, index.saturating_mul(2), len);
+}
+
+/// Appends the `len`-byte key that lies between records `index` and `index + 1` and is never
+/// written; at [`KEY_LEN`] it is [`miss_key`].
+pub fn push_miss_key(out: &mut Vec<u8>, index: u64, len: usize) {
+    push_numbered(out, index.saturating_mul(2).saturating_add(1), len);
+}
+
+fn push_numbered(out: &mut Vec<u8>, number: u64, len: usize) {
+    let start = out.len();
+    out.resize(start + len.clamp(MIN_KEY_LEN, MAX_KEY_LEN), b'0');
+    write_numbered(&mut out[start..], number);
+}
+
+/// Writes `user` and `number` in decimal, zero-padded to fill `out` (at least 4 + 20 bytes
+/// hold every `u64`; shorter keys keep the low digits, see [`MIN_KEY_LEN`]).
+fn write_numbered(out: &mut [u8], mut number: u64) {
     out[..KEY_PREFIX.len()].copy_from_slice(KEY_PREFIX);
     for slot in out[KEY_PREFIX.len()..].iter_mut().rev() {
         // `number % 10` is below 10, so the cast cannot truncate.
         *slot = b'0' + (number % 10) as u8;
         number /= 10;
     }
-    out
 }
 
 /// The source of value bytes: a seeded pool that values are sliced from.
@@ -158,6 +189,28 @@ mod tests {
         assert_eq!(&key(3), b"user00000000000000000006");
         assert!(key(9) < miss_key(9) && miss_key(9) < key(10));
         assert_eq!(key(u64::MAX).len(), KEY_LEN);
+    }
+
+    #[test]
+    fn keys_of_any_length_keep_the_order_and_the_default_bytes() {
+        let of = |index: u64, len: usize| {
+            let mut out = Vec::new();
+            push_key(&mut out, index, len);
+            out
+        };
+        assert_eq!(of(3, KEY_LEN), key(3).to_vec());
+        let mut miss = Vec::new();
+        push_miss_key(&mut miss, 3, KEY_LEN);
+        assert_eq!(miss, miss_key(3).to_vec());
+        for len in [MIN_KEY_LEN, 100, MAX_KEY_LEN] {
+            assert_eq!(of(7, len).len(), len);
+            assert!(
+                of(9, len) < of(10, len) && of(10, len) < of(11, len),
+                "{len}"
+            );
+        }
+        assert_eq!(of(1, 1).len(), MIN_KEY_LEN);
+        assert_eq!(of(1, usize::MAX).len(), MAX_KEY_LEN);
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::path::Path;
 use store_api::{BackendFactory, BackendOptions, Error, KeyValueStore, Result};
 use tempfile::TempDir;
 
-use crate::data::Key;
 use crate::target::{ApiTarget, Target};
 
 /// A store of one backend in its own temporary directory, removed on drop.
@@ -120,7 +119,7 @@ impl Target for Fixture {
         self.target().put(key, value)
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         self.target().write_batch(entries)
     }
 

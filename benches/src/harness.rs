@@ -1,48 +1,86 @@
 //! The project's criterion workloads for any backend, from a backend crate's own `benches/`.
 //!
 //! One line in `benches/workloads.rs` (with `harness = false` for it in `Cargo.toml`) runs every
-//! [`Workload`] on the crate's backend and, beside it, on the built-ins it names, with the
-//! settings and the throughput units of this workspace's own `workloads` bench:
+//! [`Workload`], a restore from a changelog and the window store's fetch and expiry on the
+//! crate's backend and, beside it, on the built-ins it names, with the settings and the
+//! throughput units of this workspace's own `workloads` bench:
 //!
 //! ```text
 //! statestore_benches::criterion_workloads!(register: [&my_backend::MyFactory], with: ["rocksdb", "redb"]);
 //! ```
 //!
-//! Each workload is a criterion group named after it, with one `BenchmarkId` per backend, so
-//! `cargo run -p statestore-benches --bin bench-ratios` prints each backend's throughput
-//! against the best of its group, the report the project uses for itself.
+//! Each workload is a criterion group named after it (see [`GROUPS`]), with one `BenchmarkId`
+//! per backend, so `cargo run -p statestore-benches --bin bench-ratios` prints each backend's
+//! throughput against the best of its group, the report the project uses for itself:
+//! - the [`Workload`]s, in records per second;
+//! - `restore`: a file changelog of `load_random`'s records replayed into a fresh store
+//!   ([`crate::restore`]), in records;
+//! - `window_fetch`: one key's windows through `WindowStore::fetch`, in windows;
+//!   `window_expiry`: the put that drops a window store's oldest segment, in records dropped
+//!   ([`crate::window`]).
 //!
-//! Scale: 1M records (500k YCSB), 20k under `--quick`, or `STATESTORE_BENCH_RECORDS`;
+//! Scale: 1M records (500k YCSB), 20k under `--quick`, or `STATESTORE_BENCH_RECORDS`; the window
+//! sizes of [`WindowSizes::FULL`] or the `STATESTORE_WINDOW_BENCH_*` variables. Run as a test
+//! (`cargo test --benches`, where criterion runs each benchmark once) it uses [`TEST_RECORDS`]
+//! and [`WindowSizes::SMALL`], so checking that every workload runs takes seconds.
 //! `STATESTORE_BENCH_BACKENDS` (comma-separated names) overrides the backends run.
 //! Measured and not measured: as the crate docs say, single-threaded, through the store API.
 
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use store_api::BackendFactory;
 
+use crate::restore::{self, RestoreLog};
+use crate::window::{FetchSetup, Segmented, WindowSizes};
 use crate::{Driver, Fixture, Scale, Target, Workload, prepare};
+
+/// The groups of the harness beyond the [`Workload`]s, in the order they run.
+pub const GROUPS: [&str; 3] = ["restore", "window_fetch", "window_expiry"];
 
 /// Records of a `--quick` run: enough to leave the engines' write buffers, small enough that
 /// the whole quick suite takes minutes on 2 cores.
 pub const QUICK_RECORDS: u64 = 20_000;
+
+/// Records of a run as a test, where criterion runs each benchmark once to check it works.
+pub const TEST_RECORDS: u64 = 2_000;
 
 /// True when criterion was asked for a quick run.
 pub fn quick() -> bool {
     std::env::args().any(|arg| arg == "--quick")
 }
 
-/// The scale: `STATESTORE_BENCH_RECORDS` when set, else [`QUICK_RECORDS`] under `--quick`,
-/// else [`Scale::FULL`].
+/// True when criterion measures, as under `cargo bench`; false when it runs each benchmark
+/// once as a test (`cargo test --benches`, or `--test`) or lists them. Criterion decides the
+/// same way from the same arguments.
+pub fn benchmarking() -> bool {
+    let has = |flag: &str| std::env::args().any(|arg| arg == flag);
+    has("--bench") && !has("--test") && !has("--list")
+}
+
+/// The scale: `STATESTORE_BENCH_RECORDS` when set, else [`TEST_RECORDS`] when not
+/// [`benchmarking`], [`QUICK_RECORDS`] under `--quick`, else [`Scale::FULL`].
 pub fn scale() -> Scale {
     let from_env = std::env::var("STATESTORE_BENCH_RECORDS")
         .ok()
         .and_then(|records| records.parse::<u64>().ok());
     match from_env {
         Some(records) => Scale::with_records(records),
+        None if !benchmarking() => Scale::with_records(TEST_RECORDS),
         None if quick() => Scale::with_records(QUICK_RECORDS),
         None => Scale::FULL,
     }
+}
+
+/// The window workloads' sizes: [`WindowSizes::FULL`] when [`benchmarking`], else
+/// [`WindowSizes::SMALL`], each replaced by its `STATESTORE_WINDOW_BENCH_*` variable when set.
+pub fn window_sizes() -> WindowSizes {
+    WindowSizes::from_env(if benchmarking() {
+        WindowSizes::FULL
+    } else {
+        WindowSizes::SMALL
+    })
 }
 
 /// Criterion settings: 10 samples (the fewest criterion takes) over 5 s after 1 s of warm-up,
@@ -168,9 +206,126 @@ fn steady(c: &mut Criterion, workload: Workload, scale: Scale, backends: &[Strin
     group.finish();
 }
 
-/// Every workload on each of `backends` (names in [`statestore::Registry::global`], or those
-/// of `STATESTORE_BENCH_BACKENDS`) at [`scale`]: one `benchmark_group` per workload, one
-/// `BenchmarkId` per backend.
+/// `restore`: a changelog of `scale`'s `load_random` records replayed into a fresh store of
+/// each backend, per iteration.
+///
+/// # Panics
+/// When the log cannot be written or a restore fails.
+pub fn restore_group(c: &mut Criterion, scale: Scale, backends: &[String]) {
+    let log = RestoreLog::write(scale).unwrap_or_else(|err| panic!("writing the log: {err}"));
+    let mut group = c.benchmark_group("restore");
+    group.throughput(Throughput::Elements(scale.records));
+    for backend in backends {
+        bench_replay(&mut group, backend, &log, restore::batch());
+    }
+    group.finish();
+}
+
+/// Benchmark `<backend>` of a `restore` group: a replay of `log` into a fresh store of
+/// `backend` in batches of `batch` records, per iteration.
+///
+/// # Panics
+/// When a restore fails.
+pub fn bench_replay(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    backend: &str,
+    log: &RestoreLog,
+    batch: usize,
+) {
+    group.bench_function(BenchmarkId::from_parameter(backend), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    restore::replay(backend, log, batch)
+                        .unwrap_or_else(|err| panic!("restoring {backend}: {err}"))
+                })
+                .sum()
+        });
+    });
+}
+
+/// `window_fetch`: one key's windows fetched from a window store of each backend.
+///
+/// # Panics
+/// When a store fails.
+pub fn window_fetch_group(c: &mut Criterion, sizes: WindowSizes, backends: &[String]) {
+    let mut group = c.benchmark_group("window_fetch");
+    group.throughput(Throughput::Elements(sizes.windows as u64));
+    for backend in backends {
+        let setup = fetch_setup(backend, sizes);
+        bench_window_fetch(&mut group, backend, &setup);
+    }
+    group.finish();
+}
+
+/// The windows of `sizes` written into stores of `backend`.
+///
+/// # Panics
+/// When a store fails.
+pub fn fetch_setup(backend: &str, sizes: WindowSizes) -> FetchSetup {
+    FetchSetup::new(backend, sizes).unwrap_or_else(|err| panic!("writing {backend}: {err}"))
+}
+
+/// Benchmark `<backend>` of a `window_fetch` group: [`FetchSetup::fetch`].
+///
+/// # Panics
+/// When a fetch fails or misses windows.
+pub fn bench_window_fetch(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    backend: &str,
+    setup: &FetchSetup,
+) {
+    group.bench_function(BenchmarkId::from_parameter(backend), |b| {
+        b.iter(|| {
+            setup
+                .fetch()
+                .unwrap_or_else(|err| panic!("fetching from {backend}: {err}"));
+        });
+    });
+}
+
+/// `window_expiry`: the put that expires the oldest of a window store's segments, on each
+/// backend.
+///
+/// # Panics
+/// When a store fails.
+pub fn window_expiry_group(c: &mut Criterion, sizes: WindowSizes, backends: &[String]) {
+    let mut group = c.benchmark_group("window_expiry");
+    group.throughput(Throughput::Elements(sizes.per_segment as u64));
+    for backend in backends {
+        bench_segment_drop(&mut group, backend, sizes.per_segment);
+    }
+    group.finish();
+}
+
+/// Benchmark `<backend>` of a `window_expiry` group: each iteration times
+/// [`Segmented::expire_one`], then refills a segment, untimed.
+///
+/// # Panics
+/// When a store fails.
+pub fn bench_segment_drop(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    backend: &str,
+    per_segment: i64,
+) {
+    let mut segmented = Segmented::new(backend, per_segment)
+        .unwrap_or_else(|err| panic!("filling {backend}: {err}"));
+    group.bench_function(BenchmarkId::from_parameter(backend), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let took = segmented.expire_one();
+                    let took = took.and_then(|took| segmented.fill().map(|()| took));
+                    took.unwrap_or_else(|err| panic!("expiring in {backend}: {err}"))
+                })
+                .sum()
+        });
+    });
+}
+
+/// Every workload and every group of [`GROUPS`] on each of `backends` (names in
+/// [`statestore::Registry::global`], or those of `STATESTORE_BENCH_BACKENDS`) at [`scale`]
+/// and [`window_sizes`]: one `benchmark_group` per workload, one `BenchmarkId` per backend.
 ///
 /// # Panics
 /// When a backend is not registered, or fails to open or to run a workload.
@@ -189,6 +344,10 @@ pub fn workloads(c: &mut Criterion, backends: &[&str]) {
             steady(c, workload, scale, &backends);
         }
     }
+    restore_group(c, scale, &backends);
+    let sizes = window_sizes();
+    window_fetch_group(c, sizes, &backends);
+    window_expiry_group(c, sizes, &backends);
 }
 
 /// Writes a criterion bench's `main` that runs [`workloads`] on the backends registered by

@@ -9,11 +9,13 @@
 //! [`harness`] run it like a built-in, side by side with the built-ins it names.
 //!
 //! # The workloads
-//! Keys are 24 bytes, values 150 bytes (1000 for YCSB), all drawn from a fixed seed
-//! ([`data::SEED`]), so every run issues the same operations. See [`Workload`] for the list:
-//! `load_seq` and `load_random` (every record of the [`Scale`] in batches of 1000),
-//! `put_random`, `put_durable`, `get_hit`, `get_miss`, `range_10`, `range_100`, and YCSB A, B,
-//! C, E and F, zipfian with constant 0.99. At [`Scale::FULL`] that is 1M records, 500k for YCSB.
+//! Keys are 24 bytes, values 150 bytes (1000 for YCSB), unless the [`Scale`] sets other sizes,
+//! all drawn from a fixed seed ([`data::SEED`]), so every run issues the same operations. See
+//! [`Workload`] for the list: `load_seq` and `load_random` (every record of the [`Scale`] in
+//! batches of 1000), `put_random`, `put_durable`, `get_hit`, `get_miss`, `range_10`,
+//! `range_100`, and YCSB A, B, C, E and F, zipfian with constant 0.99. At [`Scale::FULL`] that
+//! is 1M records, 500k for YCSB. Beside them: a [`restore`] from a changelog, and the
+//! [`window`] store's fetch and expiry.
 //!
 //! # One adapter
 //! A [`Driver`] issues a workload's operations against any [`Target`]: [`ApiTarget`] runs them
@@ -26,8 +28,9 @@
 //! keys and values into and out of the API's owned types.
 //! Not measured: the preload that read and YCSB workloads start from (it is loaded and flushed
 //! before timing starts), opening and closing the store, background work an engine defers past
-//! the measured window (compactions still running when a run ends), and concurrency: one thread
-//! issues every operation.
+//! the measured window (compactions still running when a run ends). One thread issues every
+//! operation, except in `compare --threads N`, where N threads share one store, each with its
+//! own [`Driver::shard`].
 //!
 //! ```
 //! use statestore_benches::{ApiTarget, Driver, Scale, Workload, prepare};
@@ -47,7 +50,9 @@ mod driver;
 mod fixture;
 pub mod harness;
 pub mod native;
+pub mod restore;
 mod target;
+pub mod window;
 mod workload;
 
 pub use driver::{Driver, preload, prepare};

@@ -9,8 +9,6 @@ use std::ops::{Bound, ControlFlow};
 
 use store_api::{KeyValueStore, Result, WriteBatch};
 
-use crate::data::Key;
-
 /// The operations the workloads issue. Implementations do the cheapest natural thing on their
 /// engine: values and pairs are read in place where the engine lends them, natively and
 /// through the store API's borrowing reads (`get_with`, `scan`) alike, and every byte read is
@@ -32,7 +30,7 @@ pub trait Target {
     ///
     /// # Errors
     /// Any engine failure.
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()>;
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()>;
 
     /// Reads up to `limit` pairs in key order from `from` (inclusive); how many were read.
     ///
@@ -78,7 +76,7 @@ impl Target for ApiTarget<'_> {
         self.0.put(key, value)
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         let mut batch = WriteBatch::with_capacity(entries.len());
         for (key, value) in entries {
             batch.put(key.to_vec(), value.to_vec());

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::data::{VALUE_LEN, YCSB_VALUE_LEN};
+use crate::data::{KEY_LEN, MAX_KEY_LEN, MIN_KEY_LEN, VALUE_LEN, YCSB_VALUE_LEN};
 
 /// Records loaded by the load workloads and preloaded for gets and ranges at full scale.
 pub const FULL_RECORDS: u64 = 1_000_000;
@@ -24,6 +24,8 @@ pub struct Scale {
     /// Bytes per value of every workload; `None` for each workload's own
     /// ([`Workload::value_len`]).
     pub value_len: Option<usize>,
+    /// Bytes per key, [`KEY_LEN`] unless set (see [`crate::data::push_key`]).
+    pub key_len: usize,
 }
 
 impl Scale {
@@ -32,6 +34,7 @@ impl Scale {
         records: FULL_RECORDS,
         ycsb_records: FULL_YCSB_RECORDS,
         value_len: None,
+        key_len: KEY_LEN,
     };
 
     /// `records` records, half as many for YCSB (as at full scale); at least one of each.
@@ -41,7 +44,15 @@ impl Scale {
             records,
             ycsb_records: (records / 2).max(1),
             value_len: None,
+            key_len: KEY_LEN,
         }
+    }
+
+    /// The same scale with every key `len` bytes long, kept within
+    /// [`MIN_KEY_LEN`]..=[`MAX_KEY_LEN`].
+    pub fn with_key_len(mut self, len: usize) -> Scale {
+        self.key_len = len.clamp(MIN_KEY_LEN, MAX_KEY_LEN);
+        self
     }
 
     /// The same scale with every value `len` bytes long, cut to
@@ -52,7 +63,8 @@ impl Scale {
     }
 }
 
-/// One workload. Each runs single-threaded against one store.
+/// One workload, issued by one thread or by several against one store (see
+/// [`Driver::shard`](crate::Driver::shard)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Workload {
     /// Loads `records` records in ascending key order, in batches of [`LOAD_BATCH`].

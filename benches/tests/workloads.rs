@@ -8,6 +8,7 @@ const SCALE: Scale = Scale {
     records: 2_500,
     ycsb_records: 1_000,
     value_len: None,
+    key_len: statestore_benches::data::KEY_LEN,
 };
 
 /// Runs `workload` for up to 300 steps and returns the units done.
@@ -99,4 +100,56 @@ fn the_same_seed_issues_the_same_operations() {
         pairs
     };
     assert_eq!(run(), run());
+}
+
+fn pairs(fixture: &Fixture) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fixture
+        .store()
+        .prefix_scan(b"")
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("pairs")
+}
+
+#[test]
+fn the_shards_of_a_load_write_every_record_once_as_one_driver_does() {
+    for workload in [Workload::LoadSeq, Workload::LoadRandom] {
+        let alone = Fixture::open("memory").expect("memory");
+        let mut driver = Driver::new(workload, SCALE);
+        while driver.step(&alone.target()).expect("step").is_some() {}
+        let sharded = Fixture::open("memory").expect("memory");
+        let mut written = 0;
+        for shard in 0..3 {
+            let mut driver = Driver::shard(workload, SCALE, shard, 3);
+            while let Some(done) = driver.step(&sharded.target()).expect("step") {
+                written += done;
+            }
+        }
+        assert_eq!(written, SCALE.records, "{workload}: each record once");
+        assert!(pairs(&alone) == pairs(&sharded), "{workload}");
+    }
+}
+
+/// The keys YCSB E's shards `shards` (of 2) insert into one store, 400 steps each.
+fn ycsb_e_inserts(shards: &[usize]) -> u64 {
+    let fixture = Fixture::open("memory").expect("memory");
+    prepare(&fixture.target(), Workload::YcsbE, SCALE, |_| {}).expect("preload");
+    for &shard in shards {
+        let mut driver = Driver::shard(Workload::YcsbE, SCALE, shard, 2);
+        for _ in 0..400 {
+            driver.step(&fixture.target()).expect("step");
+        }
+    }
+    fixture.store().approximate_len().expect("len") - SCALE.ycsb_records
+}
+
+#[test]
+fn the_shards_of_ycsb_e_insert_keys_of_their_own() {
+    let (first, second) = (ycsb_e_inserts(&[0]), ycsb_e_inserts(&[1]));
+    assert!(first > 0 && second > 0, "{first} and {second} inserts");
+    assert_eq!(
+        ycsb_e_inserts(&[0, 1]),
+        first + second,
+        "no key inserted twice"
+    );
 }

@@ -95,6 +95,36 @@ fn bad_arguments_exit_non_zero_with_a_message() {
     );
     fails(&["compare", "--records", "0"], 2, "--records");
     fails(
+        &["compare", "--key-size", "8"],
+        2,
+        "--key-size must be 16 to 4096",
+    );
+    fails(
+        &["compare", "--threads", "0"],
+        2,
+        "--threads must be 1 to 256",
+    );
+    fails(
+        &["compare", "--value-size", "2GiB"],
+        2,
+        "--value-size must be at most",
+    );
+    fails(
+        &["compare", "--state-size", "2TB"],
+        2,
+        "is not a number of bytes",
+    );
+    fails(
+        &["compare", "--cache-size", "lots"],
+        2,
+        "is not a number of bytes",
+    );
+    fails(
+        &["compare", "--records", "10", "--state-size", "1MiB"],
+        2,
+        "cannot be used with",
+    );
+    fails(
         &["compare", "--records", "10", "--out", "/dev/null/x"],
         1,
         "cannot create the output directory",
@@ -142,6 +172,57 @@ fn bad_arguments_exit_non_zero_with_a_message() {
     fails(&missing_task, 1, "no log of app-s-changelog partition 3");
     // A failed restore creates nothing in the state directory.
     assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
+}
+
+#[test]
+fn compare_takes_sizes_threads_and_a_cache_size() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let out_dir = out.path().join("results");
+    let printed = ok(&[
+        "compare",
+        "--workloads",
+        "load_seq,get_hit",
+        "--backends",
+        "memory,rocksdb",
+        "--key-size",
+        "32",
+        "--value-size",
+        "100",
+        "--threads",
+        "2",
+        "--state-size",
+        "64KiB",
+        "--cache-size",
+        "1MiB",
+        "--duration",
+        "0.05",
+        "--out",
+        out_dir.to_str().expect("utf-8"),
+    ]);
+    assert!(printed.contains("2 threads"), "{printed}");
+    assert!(printed.contains("state per store: 63.9 KiB"), "{printed}");
+    assert!(
+        printed.contains("memory holds the whole state"),
+        "{printed}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).expect("json"))
+            .expect("valid json");
+    assert_eq!(json["records"], (64 << 10) / 132);
+    let settings = &json["settings"];
+    assert_eq!(
+        (
+            &settings["key_len"],
+            &settings["value_len"],
+            &settings["threads"]
+        ),
+        (
+            &serde_json::json!(32),
+            &serde_json::json!(100),
+            &serde_json::json!(2)
+        )
+    );
+    assert_eq!(json["results"].as_array().map(Vec::len), Some(4));
 }
 
 #[test]

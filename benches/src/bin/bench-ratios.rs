@@ -124,7 +124,7 @@ fn print_restore(results: &Results) {
     println!(
         "\nrestore (records/s; replay / load_random; target >= 1M records/s into memory, >= 0.8x)"
     );
-    if let Some(scan) = results.get("restore/raw_scan") {
+    if let Some(scan) = results.get("restore/log/raw_scan") {
         println!(
             "{:<44} {:>12.0} records/s",
             "raw scan of the log",
@@ -132,7 +132,7 @@ fn print_restore(results: &Results) {
         );
     }
     for backend in ["memory", "rocksdb", "sled", "redb"] {
-        let replay = format!("restore/{backend}/replay");
+        let replay = format!("restore/{backend}");
         if let Some(secs) = results.get(&replay) {
             println!(
                 "{:<44} {:>12.0} records/s",
@@ -164,10 +164,14 @@ fn print_memory(results: &Results) {
 
 /// Every backend of each workload group (`statestore_benches::harness`: the `workloads` bench
 /// here, or a backend crate's) against the fastest of the group, as `compare` reports it.
+/// Ids with a second part (`restore/memory/load_random`) are the project's baselines, not
+/// backends of the group.
 fn print_workloads(results: &Results) {
     let mut printed_header = false;
-    for workload in statestore_benches::Workload::ALL {
-        let prefix = format!("{}/", workload.name());
+    let workloads = statestore_benches::Workload::ALL.map(|workload| workload.name());
+    let groups = workloads.iter().chain(&statestore_benches::harness::GROUPS);
+    for workload in groups {
+        let prefix = format!("{workload}/");
         let rows: Vec<(&str, f64)> = results
             .iter()
             .filter_map(|(id, secs)| Some((id.strip_prefix(&prefix)?, *secs)))
@@ -177,12 +181,15 @@ fn print_workloads(results: &Results) {
             continue;
         };
         if !printed_header {
-            println!("\nworkloads (records/s; throughput / the best of the workload)");
+            println!(
+                "\nworkloads (records per second, windows for window_fetch; throughput / the \
+                 best of the workload)"
+            );
             printed_header = true;
         }
         for (backend, secs) in rows {
             println!(
-                "{:<44} {:>12.0} records/s {:>7.3}x",
+                "{:<44} {:>12.0}/s {:>7.3}x",
                 format!("{workload} {backend}"),
                 1.0 / secs,
                 best / secs

@@ -1,6 +1,7 @@
-//! One timed run of one workload on one backend, in a fresh store.
+//! One timed run of one workload on one backend, in a fresh store, by one thread or several.
 
 use std::path::Path;
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -10,7 +11,7 @@ use statestore::Registry;
 use store_api::{BackendOptions, Error, Result};
 
 use super::OptionsByBackend;
-use crate::{Driver, Fixture, Scale, Workload, prepare};
+use crate::{ApiTarget, Driver, Fixture, Scale, Workload, prepare};
 
 /// How often the progress bar is updated, in steps: often enough to move smoothly, rarely
 /// enough to cost nothing next to the operations.
@@ -84,6 +85,8 @@ pub struct RunPlan<'a> {
     pub registry: &'a Registry,
     /// Options per backend; a backend not named gets its defaults.
     pub options: &'a OptionsByBackend,
+    /// Threads issuing the workload together against the one store (at least 1).
+    pub threads: usize,
 }
 
 /// Preloads, runs and measures `workload` on `backend` in a new store, then removes it.
@@ -106,8 +109,7 @@ pub fn measure(
     }
     bar.set_position(0);
     bar.set_message("running");
-    let mut driver = Driver::new(workload, plan.scale);
-    let timed = timed_run(&mut driver, &fixture, plan, bar)?;
+    let timed = timed_run(workload, &target, plan, bar)?;
     fixture.store().flush()?;
     let bytes_on_disk = fixture.bytes_on_disk();
     let persistent = fixture.store().capabilities().persistent;
@@ -138,38 +140,86 @@ struct Timed {
     latencies: Histogram<u64>,
 }
 
-/// Steps the driver until the load ends or the duration passes, timing every step.
+/// Runs `workload` on `target` with `plan.threads` threads, each stepping its own
+/// [`Driver::shard`] until its share of a load ends or the duration passes, and adds up what
+/// they did. The run lasts as long as the slowest thread.
 fn timed_run(
-    driver: &mut Driver,
-    fixture: &Fixture,
+    workload: Workload,
+    target: &ApiTarget<'_>,
     plan: &RunPlan<'_>,
     bar: &ProgressBar,
 ) -> Result<Timed> {
-    let load = driver.workload().is_load();
-    bar.set_length(if load {
+    let threads = plan.threads.max(1);
+    bar.set_length(if workload.is_load() {
         plan.scale.records
     } else {
         plan.duration.as_millis() as u64
     });
+    if threads == 1 {
+        let mut driver = Driver::new(workload, plan.scale);
+        return run_shard(&mut driver, target, plan, bar, None);
+    }
+    // Every thread starts its clock once all of them are ready to issue operations.
+    let start_line = Barrier::new(threads);
+    let drivers = Driver::shards(workload, plan.scale, threads);
+    let outcomes: Vec<Result<Timed>> = std::thread::scope(|scope| {
+        let shards: Vec<_> = drivers
+            .into_iter()
+            .enumerate()
+            .map(|(shard, mut driver)| {
+                let start_line = &start_line;
+                scope.spawn(move || {
+                    start_line.wait();
+                    run_shard(&mut driver, target, plan, bar, Some(shard))
+                })
+            })
+            .collect();
+        shards
+            .into_iter()
+            .map(|shard| {
+                shard
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut outcomes = outcomes.into_iter();
+    let mut total = outcomes
+        .next()
+        .unwrap_or_else(|| Err(Error::invalid("no thread ran")))?;
+    for outcome in outcomes {
+        total.add(outcome?)?;
+    }
+    Ok(total)
+}
+
+/// Steps `driver` until the load ends or the duration passes, timing every step. `shard` is
+/// `None` for a run by one thread; shard 0 of several moves the bar of a timed run.
+fn run_shard(
+    driver: &mut Driver,
+    target: &ApiTarget<'_>,
+    plan: &RunPlan<'_>,
+    bar: &ProgressBar,
+    shard: Option<usize>,
+) -> Result<Timed> {
+    let load = driver.workload().is_load();
+    let shows_time = shard.unwrap_or(0) == 0;
     let mut latencies = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, 3)
         .map_err(|err| Error::invalid(format!("latency histogram: {err}")))?;
-    let target = fixture.target();
     let (mut records, mut operations) = (0, 0);
     let start = Instant::now();
     let mut last = start;
-    while let Some(done) = driver.step(&target)? {
+    while let Some(done) = driver.step(target)? {
         // One clock read per step: each step's latency runs from the end of the previous one.
         let now = Instant::now();
         latencies.saturating_record((now - last).as_nanos().min(u128::from(MAX_LATENCY_NS)) as u64);
         last = now;
         records += done;
         operations += 1;
-        if operations % PROGRESS_EVERY == 0 || load {
-            bar.set_position(if load {
-                records
-            } else {
-                (now - start).as_millis() as u64
-            });
+        if load {
+            bar.inc(done);
+        } else if shows_time && operations % PROGRESS_EVERY == 0 {
+            bar.set_position((now - start).as_millis() as u64);
         }
         if !load && now - start >= plan.duration {
             break;
@@ -184,6 +234,17 @@ fn timed_run(
 }
 
 impl Timed {
+    /// Adds what another thread of the same run did: its operations and latencies; the run
+    /// took as long as the longer of the two.
+    fn add(&mut self, other: Timed) -> Result<()> {
+        self.records += other.records;
+        self.operations += other.operations;
+        self.elapsed = self.elapsed.max(other.elapsed);
+        self.latencies
+            .add(&other.latencies)
+            .map_err(|err| Error::invalid(format!("latency histogram: {err}")))
+    }
+
     fn into_measurement(
         self,
         workload: Workload,

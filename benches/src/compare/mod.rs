@@ -21,11 +21,15 @@
 //! }
 //! ```
 //!
-//! What users vary: `--backends`, `--workloads`, `--records`, `--duration`, `--value-size`,
-//! `--options` (per-backend options as JSON, or `@file.json`), `--data-dir` (the disk), and
-//! `--require` (`durable`, `larger-than-memory`): the recommendation is then the best engine
-//! among those that meet every requirement.
+//! What users vary: `--backends`, `--workloads`, `--records` or `--state-size`, `--duration`,
+//! `--key-size`, `--value-size`, `--threads` (threads issuing each workload together against
+//! one store), `--cache-size` (the disk engines' caches, to make the state outgrow them),
+//! `--options` (per-backend options as JSON, or `@file.json` or `@file.toml`), `--data-dir`
+//! (the disk), and `--require` (`durable`, `larger-than-memory`): the recommendation is then
+//! the best engine among those that meet every requirement. Every value is checked before anything runs
+//! ([`ArgsError`]).
 
+mod args;
 mod chart;
 mod measure;
 mod output;
@@ -33,7 +37,7 @@ mod report;
 
 use std::collections::BTreeMap;
 use std::error::Error;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -43,8 +47,12 @@ use statestore::Registry;
 use store_api::BackendOptions;
 
 use crate::{Scale, Workload};
+pub use args::{
+    ArgsError, CACHE_OPTIONS, Checked, CompareArgs, DEFAULT_DURATION_SECS, DEFAULT_RECORDS,
+    MAX_RECORDS, MAX_THREADS, parse_size,
+};
 use measure::{Measurement, RunPlan, measure};
-use output::{Machine, Report};
+use output::{Machine, Report, RunSettings};
 pub use report::{Recommendation, Requirement, bytes, thousands};
 
 /// `println!` that hands back the write's error (a reader that went away) instead of
@@ -61,116 +69,6 @@ pub type CompareResult<T = ()> = Result<T, Box<dyn Error + Send + Sync>>;
 
 /// Options per backend name, as `--options` gives them.
 pub type OptionsByBackend = BTreeMap<String, BackendOptions>;
-
-/// Records of the default (quick) run: small enough that every workload on every backend
-/// finishes within 5 minutes on a 2-core machine, large enough to leave the memtables and
-/// caches of the engines.
-pub const DEFAULT_RECORDS: u64 = 100_000;
-/// Seconds each non-load workload runs per backend in the default run.
-pub const DEFAULT_DURATION_SECS: f64 = 2.0;
-/// The longest `--duration` accepted, so a typo does not start a run of days.
-const MAX_DURATION_SECS: f64 = 3600.0;
-
-/// Arguments of `compare`. Backend names are checked against [`Registry::global`] when the
-/// command line is parsed, and against the registry [`run`] is given when it runs.
-#[derive(Debug, Clone, Parser)]
-#[command(
-    name = "compare",
-    after_help = "Workloads: load_seq, load_random, put_random, put_durable, get_hit, \
-get_miss, range_10, range_100, ycsb_a, ycsb_b, ycsb_c, ycsb_e, ycsb_f.\n\
-Full scale is --records 1000000 (YCSB uses half). Load workloads always load every record; \
-the others run for --duration on each backend."
-)]
-pub struct CompareArgs {
-    /// Workloads to run, comma-separated [default: all].
-    #[arg(long, value_delimiter = ',', num_args = 1.., value_parser = parse_workload)]
-    pub workloads: Vec<Workload>,
-    /// Backends to compare, comma-separated [default: every registered backend].
-    #[arg(long, value_delimiter = ',', num_args = 1.., value_parser = parse_backend)]
-    pub backends: Vec<String>,
-    /// Records loaded by load_* and preloaded for gets and ranges; YCSB preloads half.
-    #[arg(long, default_value_t = DEFAULT_RECORDS,
-          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    pub records: u64,
-    /// Seconds each non-load workload runs on each backend.
-    #[arg(long, default_value_t = DEFAULT_DURATION_SECS, value_parser = parse_duration)]
-    pub duration: f64,
-    /// Bytes per value [default: 150, 1000 for YCSB].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=crate::data::MAX_VALUE_LEN as u64))]
-    pub value_size: Option<u64>,
-    /// Backend options as JSON, by backend name, or `@FILE` to read them from a file:
-    /// '{"rocksdb": {"block_cache_size": 67108864}, "redb": {"cache_size_bytes": 67108864}}'.
-    /// Backends not named get their defaults.
-    #[arg(long, value_parser = parse_options)]
-    pub options: Option<OptionsByBackend>,
-    /// Recommend only engines that meet these, comma-separated: `durable` (state survives a
-    /// restart without replaying the changelog), `larger-than-memory` (state may outgrow RAM).
-    #[arg(long, value_delimiter = ',', num_args = 1.., value_parser = parse_requirement)]
-    pub require: Vec<Requirement>,
-    /// Directory for results.json, results.csv and the SVG charts (created if missing).
-    #[arg(long, default_value = "compare-results")]
-    pub out: PathBuf,
-    /// Directory the stores are created in, one fresh subdirectory per run [default: the
-    /// system temp dir]. Put it on the disk you mean to deploy on.
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-}
-
-impl Default for CompareArgs {
-    /// The defaults of the command line: every workload on every registered backend.
-    fn default() -> Self {
-        CompareArgs {
-            workloads: Vec::new(),
-            backends: Vec::new(),
-            records: DEFAULT_RECORDS,
-            duration: DEFAULT_DURATION_SECS,
-            value_size: None,
-            options: None,
-            require: Vec::new(),
-            out: PathBuf::from("compare-results"),
-            data_dir: None,
-        }
-    }
-}
-
-fn parse_workload(name: &str) -> Result<Workload, String> {
-    name.parse()
-        .map_err(|err: crate::UnknownWorkload| err.to_string())
-}
-
-fn parse_backend(name: &str) -> Result<String, String> {
-    statestore::resolve(name)
-        .map(|_| name.to_string())
-        .map_err(|err| err.to_string())
-}
-
-fn parse_requirement(name: &str) -> Result<Requirement, String> {
-    name.parse()
-}
-
-fn parse_options(text: &str) -> Result<OptionsByBackend, String> {
-    let json = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the options file {path}: {err}"))?,
-        None => text.to_string(),
-    };
-    serde_json::from_str(&json).map_err(|err| {
-        format!("options must be a JSON object of backend name to options object: {err}")
-    })
-}
-
-fn parse_duration(text: &str) -> Result<f64, String> {
-    let secs: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if secs.is_finite() && secs > 0.0 && secs <= MAX_DURATION_SECS {
-        Ok(secs)
-    } else {
-        Err(format!(
-            "the duration must be above 0 and at most {MAX_DURATION_SECS} seconds"
-        ))
-    }
-}
 
 /// A whole compare command: parses `std::env::args` as [`CompareArgs`], runs them against
 /// [`Registry::global`] (register a backend before calling it), prints any error with its
@@ -219,10 +117,12 @@ fn dedup<T: PartialEq + Clone>(items: &[T]) -> Vec<T> {
 /// workload and the recommendations, and writes the results into `args.out`.
 ///
 /// # Errors
-/// A backend name or an options key that `registry` does not hold, an unusable output
-/// directory (both checked before anything runs), a file that cannot be written, or, after
-/// every other run finished and the results are written, the runs that failed.
+/// An [`ArgsError`] for a value out of range, a backend name or an options key that
+/// `registry` does not hold, an unusable output directory (all checked before anything
+/// runs), a file that cannot be written, or, after every other run finished and the results
+/// are written, the runs that failed.
 pub fn run(args: &CompareArgs, registry: &Registry) -> CompareResult {
+    let checked = args.check()?;
     let workloads = if args.workloads.is_empty() {
         Workload::ALL.to_vec()
     } else {
@@ -233,19 +133,20 @@ pub fn run(args: &CompareArgs, registry: &Registry) -> CompareResult {
     } else {
         dedup(&args.backends)
     };
-    let options = args.options.clone().unwrap_or_default();
-    for name in backends.iter().chain(options.keys()) {
+    let given = args.options.clone().unwrap_or_default();
+    for name in backends.iter().chain(given.keys()) {
         registry.get(name)?;
     }
+    let (options, cache_notes) = args::with_cache_size(&given, &backends, args.cache_size);
     std::fs::create_dir_all(&args.out).map_err(|err| {
         format!(
             "cannot create the output directory {}: {err}",
             args.out.display()
         )
     })?;
-    let mut scale = Scale::with_records(args.records);
-    if let Some(len) = args.value_size {
-        scale = scale.with_value_len(usize::try_from(len).unwrap_or(usize::MAX));
+    let mut scale = Scale::with_records(checked.records).with_key_len(checked.key_len);
+    if let Some(len) = checked.value_len {
+        scale = scale.with_value_len(len);
     }
     let plan = RunPlan {
         scale,
@@ -253,20 +154,34 @@ pub fn run(args: &CompareArgs, registry: &Registry) -> CompareResult {
         data_dir: args.data_dir.as_deref(),
         registry,
         options: &options,
+        threads: checked.threads,
+    };
+    let settings = RunSettings {
+        key_len: scale.key_len,
+        value_len: scale.value_len,
+        threads: checked.threads,
+        cache_size: args.cache_size,
     };
     let started = Instant::now();
     outln!(
-        "compare: {} workloads x {} backends, {} records ({} for YCSB), {}s per timed run",
+        "compare: {} workloads x {} backends, {} records ({} for YCSB), {}s per timed run, \
+         {} thread{}",
         workloads.len(),
         backends.len(),
         plan.scale.records,
         plan.scale.ycsb_records,
-        args.duration
+        args.duration,
+        checked.threads,
+        if checked.threads == 1 { "" } else { "s" },
     )?;
+    outln!("{}", settings.describe_state(plan.scale))?;
+    for note in &cache_notes {
+        outln!("{note}")?;
+    }
     // From here on a reader that went away does not stop the run: the files still get written.
     let (grouped, failures) = run_all(&plan, &workloads, &backends);
     let recommendations = recommend_all(&grouped, &args.require);
-    write_outputs(&args.out, &plan, &grouped, &recommendations)?;
+    write_outputs(&args.out, &plan, &settings, &grouped, &recommendations)?;
     let _ = outln!("\nfinished in {:.0}s", started.elapsed().as_secs_f64());
     if failures.is_empty() {
         Ok(())
@@ -358,6 +273,7 @@ fn recommend_all(grouped: &Grouped, require: &[Requirement]) -> Vec<Recommendati
 fn write_outputs(
     out: &Path,
     plan: &RunPlan<'_>,
+    settings: &RunSettings,
     grouped: &Grouped,
     recs: &[Recommendation],
 ) -> CompareResult {
@@ -372,6 +288,7 @@ fn write_outputs(
         records: plan.scale.records,
         ycsb_records: plan.scale.ycsb_records,
         duration_secs: plan.duration.as_secs_f64(),
+        settings: settings.clone(),
         results: &results,
         recommendations: recs,
     };

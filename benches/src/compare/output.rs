@@ -9,7 +9,8 @@ use serde::Serialize;
 use store_api::{Error, Result};
 
 use super::measure::Measurement;
-use super::report::Recommendation;
+use super::report::{Recommendation, bytes};
+use crate::{Scale, Workload};
 
 /// The machine a comparison ran on, as far as the OS tells.
 #[derive(Debug, Clone, Serialize)]
@@ -42,6 +43,42 @@ impl Machine {
     }
 }
 
+/// What a run varied beyond the record counts, as `results.json` records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSettings {
+    /// Bytes per key.
+    pub key_len: usize,
+    /// Bytes per value, when `--value-size` set it (else 150, 1000 for YCSB).
+    pub value_len: Option<usize>,
+    /// Threads issuing each workload together.
+    pub threads: usize,
+    /// The disk engines' cache size, when `--cache-size` set it.
+    pub cache_size: Option<u64>,
+}
+
+impl RunSettings {
+    /// One line on the state each store holds after its preload, against the caches.
+    pub fn describe_state(&self, scale: Scale) -> String {
+        let size = |records: u64, workload: Workload| {
+            let record = (self.key_len + workload.value_len_at(scale)) as u64;
+            bytes(records.saturating_mul(record))
+        };
+        let cache = match self.cache_size {
+            Some(cache) => format!(
+                "disk engines' caches {} (reads past them go to the OS page cache, or the disk)",
+                bytes(cache)
+            ),
+            None => "disk engines' caches at their defaults".to_string(),
+        };
+        format!(
+            "state per store: {} ({} of YCSB's), keys {} bytes; {cache}",
+            size(scale.records, Workload::GetHit),
+            size(scale.ycsb_records, Workload::YcsbA),
+            self.key_len,
+        )
+    }
+}
+
 /// Everything `results.json` holds.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
@@ -55,6 +92,8 @@ pub struct Report<'a> {
     pub ycsb_records: u64,
     /// Seconds each non-load workload ran per backend.
     pub duration_secs: f64,
+    /// Key and value sizes, threads and cache size.
+    pub settings: RunSettings,
     /// Every measurement, by workload then backend.
     pub results: &'a [Measurement],
     /// One recommendation per workload.

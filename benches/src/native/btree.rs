@@ -7,7 +7,6 @@ use std::ops::Bound;
 use parking_lot::RwLock;
 use store_api::Result;
 
-use crate::data::Key;
 use crate::target::{Target, read_bytes};
 
 /// A `BTreeMap<Vec<u8>, Vec<u8>>` in a `RwLock`, with the memory backend's lock discipline:
@@ -39,7 +38,7 @@ impl Target for BTreeTarget {
         Ok(())
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         let mut map = self.map.write();
         for (key, value) in entries {
             map.insert(key.to_vec(), value.to_vec());

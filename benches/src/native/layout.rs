@@ -8,7 +8,6 @@ use parking_lot::RwLock;
 use statestore::memory::key::Key as MapKey;
 use store_api::Result;
 
-use crate::data::Key;
 use crate::target::{Target, read_bytes};
 
 /// A `BTreeMap` of the memory backend's layout (short keys inline, values in `Arc<[u8]>`)
@@ -42,10 +41,10 @@ impl Target for LayoutTarget {
         Ok(())
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         let mut entries: Vec<(MapKey, Arc<[u8]>)> = entries
             .iter()
-            .map(|(key, value)| (MapKey::from(&key[..]), Arc::from(*value)))
+            .map(|(key, value)| (MapKey::from(*key), Arc::from(*value)))
             .collect();
         // In key order, as the backend applies a batch.
         entries.sort_by(|a, b| a.0.cmp(&b.0));

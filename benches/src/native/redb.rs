@@ -7,7 +7,6 @@ use statestore::redb::{Config, FILE_NAME};
 use store_api::{Error, Result};
 
 use super::DiskTarget;
-use crate::data::Key;
 use crate::target::{Target, read_bytes};
 
 /// The backend's one table (its name is private to the backend, so it is repeated here;
@@ -94,10 +93,10 @@ impl Target for RedbTarget {
         self.commit(self.durability, |table| table.insert(key, value).map(drop))
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         self.commit(self.durability, |table| {
             for (key, value) in entries {
-                table.insert(key.as_slice(), *value)?;
+                table.insert(*key, *value)?;
             }
             Ok(())
         })

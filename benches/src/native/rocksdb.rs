@@ -7,7 +7,6 @@ use statestore::rocksdb::Config;
 use store_api::{Error, Result};
 
 use super::DiskTarget;
-use crate::data::Key;
 use crate::target::{Target, read_bytes};
 
 /// A RocksDB database in the default column family, as the backend keeps it, opened with the
@@ -81,7 +80,7 @@ impl Target for RocksDbTarget {
             .map_err(native)
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         let mut batch = rocksdb::WriteBatch::default();
         for (key, value) in entries {
             batch.put(key, value);

@@ -6,7 +6,6 @@ use statestore::sled::Config;
 use store_api::{Error, Result};
 
 use super::DiskTarget;
-use crate::data::Key;
 use crate::target::{Target, read_bytes};
 
 /// A sled database opened with the settings of `statestore_sled::Config::default()` (its own
@@ -67,10 +66,10 @@ impl Target for SledTarget {
         self.db.insert(key, value).map(drop).map_err(native)
     }
 
-    fn write_batch(&self, entries: &[(Key, &[u8])]) -> Result<()> {
+    fn write_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<()> {
         let mut batch = sled::Batch::default();
         for (key, value) in entries {
-            batch.insert(key.as_slice(), *value);
+            batch.insert(*key, *value);
         }
         self.db.apply_batch(batch).map_err(native)
     }

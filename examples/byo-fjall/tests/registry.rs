@@ -107,3 +107,33 @@ fn the_bench_harness_runs_workloads_on_fjall() {
         }
     }
 }
+
+#[test]
+fn the_harness_restores_and_runs_the_window_store_on_fjall() {
+    use statestore_benches::restore::{RestoreLog, replay};
+    use statestore_benches::window::{FetchSetup, SEGMENT, Segmented, WindowSizes};
+
+    registered();
+    let log = RestoreLog::write(Scale::with_records(2_500)).expect("log");
+    assert_eq!(log.records().expect("records"), 2_500);
+    // A replay that misses records is an error: the replay's own check.
+    replay("fjall", &log, 1000).expect("restore into fjall");
+
+    let sizes = WindowSizes::SMALL;
+    let setup = FetchSetup::new("fjall", sizes).expect("windows");
+    setup.fetch().expect("a fetch of every window");
+    setup.raw_range().expect("a range of every window");
+
+    let mut segmented = Segmented::new("fjall", sizes.per_segment).expect("segments");
+    let oldest = |segmented: &Segmented| {
+        let store = segmented.window_store();
+        store
+            .fetch(b"key-000000", 0, SEGMENT - 1)
+            .expect("fetch")
+            .count()
+    };
+    assert_eq!(oldest(&segmented), 1, "the oldest segment is live");
+    segmented.expire_one().expect("expire");
+    assert_eq!(oldest(&segmented), 0, "the oldest segment expired");
+    segmented.fill().expect("refill");
+}
