@@ -45,7 +45,9 @@
 //! ```
 
 mod app;
+mod client_config;
 mod config;
+mod context;
 mod group;
 mod members;
 mod outputs;
@@ -55,8 +57,9 @@ mod store;
 mod task;
 mod topics;
 
-pub use app::{Application, ProcessorContext};
+pub use app::Application;
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
+pub use context::ProcessorContext;
 pub use outputs::ProductionErrorPolicy;
 pub use store::TaskStore;
 pub use task::POSITION_KEY;

@@ -1,0 +1,73 @@
+//! Keeping the standby copies this instance should hold (see the `standby` module).
+
+use super::*;
+
+impl Application {
+    /// Reads the group's members and their partitions (see the `members` module), opens the
+    /// standby copies this instance should keep (see the `standby` module), closes the others,
+    /// and brings every copy up to the end of its changelogs.
+    pub(super) fn maintain_standbys(&mut self) -> Result<()> {
+        let view = match members::describe(
+            &self.consumer,
+            &self.shared.config.application_id,
+            // Co-partitioned under the range assignor: every input topic is split alike.
+            &self.shared.inputs[0],
+            self.shared.partitions,
+            self.shared.config.assignment_strategy,
+            self.shared.config.request_timeout(),
+        ) {
+            Ok(view) => {
+                self.describe_backoff = GROUP_CHECK_INTERVAL;
+                view
+            }
+            Err(err) => {
+                // Standbys are an optimisation: without the member list, keep what there is.
+                self.describe_backoff = (self.describe_backoff * 2).min(MAX_DESCRIBE_BACKOFF);
+                tracing::warn!(%err, retry_in = ?self.describe_backoff, "describing the consumer group failed; standbys unchanged");
+                return Ok(());
+            }
+        };
+        let Some(view) = view else {
+            // Mid-rebalance the assignment is in flux: keep the copies as they are.
+            return Ok(());
+        };
+        let shared = &self.shared;
+        let mut active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+        // A restoring task's directory is its restore's until the restore ends.
+        active.extend(shared.restorer.lock().tasks.keys().copied());
+        let replicas = shared.config.num_standby_replicas;
+        let mut wanted = standby_tasks(&view.members, &shared.client_id, replicas);
+        wanted.retain(|p| !active.contains(p));
+        let mut standbys = shared.standbys.lock();
+        let unwanted: Vec<u32> = standbys
+            .keys()
+            .filter(|p| !wanted.contains(p))
+            .copied()
+            .collect();
+        for partition in unwanted {
+            if let Some(standby) = standbys.remove(&partition) {
+                tracing::info!(task = %standby.id, "standby no longer wanted here");
+                standby.close()?;
+            }
+        }
+        for &partition in &wanted {
+            if let std::collections::btree_map::Entry::Vacant(slot) = standbys.entry(partition) {
+                let id = TaskId::new(0, partition);
+                let standby = Standby::open(
+                    &shared.state,
+                    &shared.config,
+                    &shared.clients,
+                    id,
+                    shared.partitions,
+                )?;
+                tracing::info!(task = %id, "standby opened");
+                slot.insert(standby);
+            }
+        }
+        let mut listener = shared.listener.lock();
+        for standby in standbys.values_mut() {
+            standby.catch_up(&mut **listener)?;
+        }
+        Ok(())
+    }
+}

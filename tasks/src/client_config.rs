@@ -1,0 +1,58 @@
+//! The librdkafka settings of the instance's group consumer.
+
+use rdkafka::ClientConfig;
+
+use crate::config::TasksConfig;
+
+/// With `tansu_workarounds`, how long a broker may hold a fetch that finds nothing new, unless
+/// the properties say otherwise: tansu 0.6 sleeps for half of it after every fetch, even one
+/// that found records.
+const TANSU_FETCH_WAIT_MS: &str = "20";
+
+/// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`.
+pub(crate) fn unique_client_id(application_id: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{application_id}-{}-{nanos}", std::process::id())
+}
+
+/// Bootstrap servers, the passthrough properties and the timeouts.
+pub(crate) fn base_config(config: &TasksConfig) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    for (key, value) in &config.properties {
+        client.set(key, value);
+    }
+    client
+        .set("bootstrap.servers", &config.bootstrap_servers)
+        .set("socket.timeout.ms", config.request_timeout_ms.to_string());
+    client
+}
+
+/// The group consumer: no automatic commits, positions from the tasks.
+pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
+    let mut client = base_config(config);
+    if config.tansu_workarounds && client.get("fetch.wait.max.ms").is_none() {
+        client.set("fetch.wait.max.ms", TANSU_FETCH_WAIT_MS);
+    }
+    client
+        .set("group.id", &config.application_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", config.session_timeout_ms.to_string())
+        .set(
+            "heartbeat.interval.ms",
+            config.heartbeat_interval_ms.to_string(),
+        )
+        .set(
+            "max.poll.interval.ms",
+            config.max_poll_interval_ms.to_string(),
+        )
+        .set(
+            "partition.assignment.strategy",
+            config.assignment_strategy.librdkafka_name(),
+        );
+    client
+}
