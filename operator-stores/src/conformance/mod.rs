@@ -3,6 +3,8 @@
 //! Each store type has a module of cases: public functions taking the backend's
 //! [`StoreFactory`] and a [`Mode`], panicking when the store type breaks its contract. Every
 //! module has a proptest state machine against a simple model, and a few named cases.
+//! `kafka_window` holds Kafka Streams' own window store tests, ported case by case and named
+//! after them, so every backend answers as Kafka Streams' stores do.
 //! [`operator_suite!`](crate::operator_suite) turns every case of every module into a
 //! `#[test]`, once per mode:
 //!
@@ -27,6 +29,7 @@
 //! The proptest case count is `PROPTEST_CASES` when set, else 16 per test, which keeps the
 //! four backends in debug builds to seconds.
 
+pub mod kafka_window;
 pub mod lru;
 pub mod session;
 pub mod typed;
@@ -87,6 +90,9 @@ macro_rules! __operator_cases {
                 fetch_follows_time_and_key_order
                 late_records_are_counted
                 retained_duplicates_survive_reopen
+                aggregate_refuses_what_kafka_refuses
+                retention_counts_from_window_starts
+                aggregate_writes_kafka_windows
             }
             session {
                 model
@@ -99,6 +105,30 @@ macro_rules! __operator_cases {
                 model
                 out_of_order_puts_split_validity
                 history_older_than_retention_is_cleaned
+            }
+            kafka_window {
+                test_range_and_single_point_fetch
+                should_get_all
+                should_get_all_non_deleted_records
+                should_get_all_return_timestamp_ordered_records
+                should_early_closed_iterator_still_get_all_records
+                should_get_backward_all
+                should_fetch_all_in_time_range
+                should_backward_fetch_all_in_time_range
+                test_fetch_range
+                test_backward_fetch_range
+                test_put_and_fetch_before
+                test_put_and_fetch_after
+                test_put_same_key_timestamp
+                should_fetch_and_iterate_over_exact_keys
+                test_delete_and_update
+                should_return_null_on_window_not_found
+                should_fetch_and_iterate_over_exact_binary_keys
+                should_return_same_results_for_single_key_fetch_and_equal_key_range_fetch
+                should_not_throw_invalid_range_exception_with_negative_from_key
+                should_log_and_measure_expired_records
+                should_not_throw_exception_when_fetch_range_is_expired
+                test_fetch_duplicates
             }
         }
     };
