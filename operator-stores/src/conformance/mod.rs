@@ -3,8 +3,9 @@
 //! Each store type has a module of cases: public functions taking the backend's
 //! [`StoreFactory`] and a [`Mode`], panicking when the store type breaks its contract. Every
 //! module has a proptest state machine against a simple model, and a few named cases.
-//! `kafka_window` holds Kafka Streams' own window store tests, ported case by case and named
-//! after them, so every backend answers as Kafka Streams' stores do.
+//! `kafka_window` and `kafka_session` are Kafka Streams' own store tests,
+//! ported case by case and named after them, so every backend answers as Kafka Streams'
+//! stores do.
 //! [`operator_suite!`](crate::operator_suite) turns every case of every module into a
 //! `#[test]`, once per mode:
 //!
@@ -29,6 +30,7 @@
 //! The proptest case count is `PROPTEST_CASES` when set, else 16 per test, which keeps the
 //! four backends in debug builds to seconds.
 
+pub mod kafka_session;
 pub mod kafka_window;
 pub mod lru;
 pub mod session;
@@ -100,6 +102,7 @@ macro_rules! __operator_cases {
                 late_records_are_counted
                 bad_sessions_are_rejected
                 expiry_drops_whole_segments
+                merge_refuses_a_retention_shorter_than_gap_and_grace
             }
             versioned {
                 model
@@ -129,6 +132,33 @@ macro_rules! __operator_cases {
                 should_log_and_measure_expired_records
                 should_not_throw_exception_when_fetch_range_is_expired
                 test_fetch_duplicates
+            }
+            kafka_session {
+                should_put_and_find_sessions_in_range
+                should_put_and_backward_find_sessions_in_range
+                should_fetch_all_sessions_with_same_record_key
+                should_backward_fetch_all_sessions_with_same_record_key
+                should_find_sessions_for_time_range
+                should_fetch_all_sessions_within_key_range
+                should_backward_fetch_all_sessions_within_key_range
+                should_fetch_exact_session
+                should_return_null_on_session_not_found
+                should_find_values_within_merging_session_window_range
+                should_backward_find_values_within_merging_session_window_range
+                should_remove
+                should_find_sessions_to_merge
+                should_backward_find_sessions_to_merge
+                should_fetch_exact_keys
+                should_backward_fetch_exact_keys
+                should_fetch_and_iterate_over_exact_binary_keys
+                should_backward_fetch_and_iterate_over_exact_binary_keys
+                should_restore
+                should_return_same_results_for_single_key_find_sessions_and_equal_key_range_find_sessions
+                should_measure_expired_records
+                should_not_throw_exception_removing_nonexistent_key
+                should_not_throw_invalid_range_exception_with_negative_from_key
+                should_remove_expired
+                should_not_fetch_expired_sessions
             }
         }
     };
