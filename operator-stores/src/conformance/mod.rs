@@ -3,7 +3,7 @@
 //! Each store type has a module of cases: public functions taking the backend's
 //! [`StoreFactory`] and a [`Mode`], panicking when the store type breaks its contract. Every
 //! module has a proptest state machine against a simple model, and a few named cases.
-//! `kafka_window` and `kafka_session` are Kafka Streams' own store tests,
+//! `kafka_window`, `kafka_session` and `kafka_versioned` are Kafka Streams' own store tests,
 //! ported case by case and named after them, so every backend answers as Kafka Streams'
 //! stores do.
 //! [`operator_suite!`](crate::operator_suite) turns every case of every module into a
@@ -31,6 +31,7 @@
 //! four backends in debug builds to seconds.
 
 pub mod kafka_session;
+pub mod kafka_versioned;
 pub mod kafka_window;
 pub mod lru;
 pub mod session;
@@ -108,6 +109,7 @@ macro_rules! __operator_cases {
                 model
                 out_of_order_puts_split_validity
                 history_older_than_retention_is_cleaned
+                history_past_the_cutoff_is_never_answered
             }
             kafka_window {
                 test_range_and_single_point_fetch
@@ -159,6 +161,40 @@ macro_rules! __operator_cases {
                 should_not_throw_invalid_range_exception_with_negative_from_key
                 should_remove_expired
                 should_not_fetch_expired_sessions
+            }
+            kafka_versioned {
+                should_put_latest
+                should_put_null_as_latest
+                should_put_older_with_non_null_latest
+                should_put_older_with_null_latest
+                should_put_older_null_with_non_null_latest
+                should_put_older_null_with_null_latest
+                should_put_repeat_timestamp_as_latest
+                should_put_repeat_timestamps
+                should_put_into_multiple_segments
+                should_move_record_to_older_segment_during_put
+                should_move_record_to_older_segment_with_nulls_during_put
+                should_fall_through_to_existing_older_segment_as_latest_during_put
+                should_put_non_latest_tombstone_into_new_segment_with_valid_to
+                should_delete
+                should_not_put_expired
+                should_not_delete_expired
+                should_get_from_older_segments
+                should_not_get_expired
+                should_get_expired_if_latest_value
+                should_distinguish_empty_and_null
+                should_get_record_versions_from_older_segments
+                should_get_record_versions_in_ascending_order
+                should_get_record_versions_from_multiple_old_segments_in_ascending_order
+                should_not_get_expired_record_versions
+                should_get_expired_if_latest_version_value
+                should_restore
+                should_restore_with_nulls
+                should_restore_with_nulls_and_repeat_timestamps
+                should_restore_multiple_batches
+                should_not_restore_expired
+                should_restore_even_if_record_would_be_expired_by_end_of_batch
+                should_allow_zero_history_retention
             }
         }
     };
