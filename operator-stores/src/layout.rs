@@ -83,8 +83,16 @@ pub(crate) fn read_key(bytes: &[u8]) -> Result<(Vec<u8>, usize)> {
 /// # Errors
 /// A store error, or `Corruption` for a malformed value.
 pub(crate) fn read_stream_time(store: &dyn KeyValueStore) -> Result<i64> {
+    read_time(store, META_KEY)
+}
+
+/// Reads a timestamp persisted under `key`, `i64::MIN` when none was written.
+///
+/// # Errors
+/// A store error, or `Corruption` for a malformed value.
+pub(crate) fn read_time(store: &dyn KeyValueStore, key: &[u8]) -> Result<i64> {
     store
-        .get(META_KEY)?
+        .get(key)?
         .map_or(Ok(i64::MIN), |bytes| decode_ts(&bytes))
 }
 

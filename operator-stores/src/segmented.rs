@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 use store_api::{KeyValueStore, KvIter, KvPair, Result, WriteBatch};
 
-use crate::layout::{META_KEY, Segments, encode_ts, read_stream_time};
+use crate::layout::{META_KEY, Segments, encode_ts, push_key, read_stream_time, segment_prefix};
 use crate::window::DropCounts;
 
 /// Mutable state, behind one lock so that writes are serialized.
@@ -140,6 +140,35 @@ impl SegmentedStore {
 
 /// The bounds of one range over the underlying store.
 pub(crate) type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// Inclusive bounds of a key range, `None` for no bound (Kafka Streams' `null`).
+pub(crate) type KeyBounds<'k> = (Option<&'k [u8]>, Option<&'k [u8]>);
+
+/// The range over the underlying store of the entries of keys within `key_from..=key_to` in
+/// `segment`, where every entry key is `segment prefix | escaped key | suffix_len bytes`.
+pub(crate) fn key_range_bounds(
+    segment: i64,
+    key_from: Option<&[u8]>,
+    key_to: Option<&[u8]>,
+    suffix_len: usize,
+) -> KeyRange {
+    let prefix = segment_prefix(segment);
+    let (segment_low, segment_high) = store_api::bounds::prefix_bounds(&prefix);
+    let low = key_from.map_or(segment_low, |key| {
+        let mut low = prefix.to_vec();
+        push_key(&mut low, key);
+        Bound::Included(low)
+    });
+    // An escaped key is never a prefix of another, so the greatest entry of `key_to` (all
+    // 0xFF after it) is below every entry of a greater key.
+    let high = key_to.map_or(segment_high, |key| {
+        let mut high = prefix.to_vec();
+        push_key(&mut high, key);
+        high.resize(high.len() + suffix_len, 0xFF);
+        Bound::Included(high)
+    });
+    (low, high)
+}
 
 /// Chains one range per segment, opening each only when the previous one is exhausted; an
 /// error ends the iteration.

@@ -19,6 +19,13 @@
 //! `latest_start` are skipped. A session that ends late was at least that long, so in a store
 //! of short sessions little is skipped.
 //!
+//! # Kafka Streams
+//! The store answers as Kafka Streams' session stores do for the same calls (their own tests
+//! are ported to `conformance::kafka_session`), and [`SessionStore::merge_record`] merges and
+//! closes sessions as Kafka's session aggregation does (the gap plus the grace period after a
+//! session's end). Where it differs, the method says so:
+//! [`SessionStore::find_sessions_ending`] (order).
+//!
 //! # Expiry
 //! A session ending at or before `stream_time - retention` is expired: a put of it is refused
 //! and counted, and finds skip it. As in the window store, the write that moves the stream
@@ -30,7 +37,7 @@ use std::sync::Arc;
 use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
 use crate::layout::{checked_grace, decode_ts, encode_ts, push_key, read_key, segment_prefix};
-use crate::segmented::{SegmentedStore, WriteState};
+use crate::segmented::{KeyBounds, SegmentedStore, WriteState, key_range_bounds};
 use crate::window::{DropCounts, PutOutcome};
 
 /// A key's session: activity from `start` to `end`, both inclusive, in milliseconds.
@@ -255,15 +262,133 @@ impl SessionStore {
         Ok(self.find(stream_time, key, earliest_end, latest_start, true))
     }
 
-    /// Adds a record of `key` at `ts` whose own aggregate is `value`: finds the sessions of
-    /// `key` within the inactivity gap of `ts`, combines their values and `value` with
-    /// `merge(aggregate, next)` (oldest session first, the record last), and replaces them
-    /// with one session spanning them all and `ts`, in one atomic batch. The stream time moves
-    /// to `ts` if later. A record whose merged session would end more than the grace period
-    /// before the stream time is [`Late`](MergeOutcome::Late): counted, nothing merged.
+    /// The sessions of the keys from `key_from` to `key_to`, both inclusive (`None`: no
+    /// bound), ending at or after `earliest_end` and starting at or before `latest_start`, by
+    /// segment, key, end, start: Kafka Streams' `findSessions(keyFrom, keyTo,
+    /// earliestSessionEndTime, latestSessionStartTime)` with its `null` bounds. A `key_from`
+    /// after `key_to` yields nothing, as in Kafka Streams.
+    ///
+    /// Reads every session of the key range in each live segment from the one holding
+    /// `earliest_end` on.
     ///
     /// # Errors
-    /// `InvalidArgument` for an oversized key or value; a store error.
+    /// A store error, now or as an item.
+    pub fn find_sessions_in_range(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+        earliest_end: i64,
+        latest_start: i64,
+    ) -> Result<SessionIter> {
+        self.find_keys(
+            (key_from, key_to),
+            (earliest_end, i64::MAX),
+            latest_start,
+            false,
+        )
+    }
+
+    /// As [`find_sessions_in_range`](Self::find_sessions_in_range), in exactly reverse order.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_find_sessions_in_range(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+        earliest_end: i64,
+        latest_start: i64,
+    ) -> Result<SessionIter> {
+        self.find_keys(
+            (key_from, key_to),
+            (earliest_end, i64::MAX),
+            latest_start,
+            true,
+        )
+    }
+
+    /// Every live session of `key`, by end then start (Kafka Streams' `fetch(key)`, which
+    /// starts at end time 0 because its timestamps are never negative; this store's may be).
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn fetch(&self, key: &[u8]) -> Result<SessionIter> {
+        self.find_sessions(key, i64::MIN, i64::MAX)
+    }
+
+    /// As [`fetch`](Self::fetch), in reverse order (Kafka Streams' `backwardFetch(key)`).
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_fetch(&self, key: &[u8]) -> Result<SessionIter> {
+        self.backward_find_sessions(key, i64::MIN, i64::MAX)
+    }
+
+    /// Every live session of the keys from `key_from` to `key_to`, both inclusive (`None`: no
+    /// bound): Kafka Streams' `fetch(keyFrom, keyTo)`.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn fetch_key_range(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+    ) -> Result<SessionIter> {
+        self.find_sessions_in_range(key_from, key_to, i64::MIN, i64::MAX)
+    }
+
+    /// As [`fetch_key_range`](Self::fetch_key_range), in exactly reverse order (Kafka
+    /// Streams' `backwardFetch(keyFrom, keyTo)`).
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_fetch_key_range(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+    ) -> Result<SessionIter> {
+        self.backward_find_sessions_in_range(key_from, key_to, i64::MIN, i64::MAX)
+    }
+
+    /// Every key's sessions ending within `[earliest_end, latest_end]`: Kafka Streams'
+    /// `findSessions(earliestSessionEndTime, latestSessionEndTime)`.
+    ///
+    /// Differs from Kafka Streams in order: by segment (of the end time), then key, end,
+    /// start, where Kafka Streams' in-memory store gives end time order (and its RocksDB
+    /// session store does not support the call). Sessions are kept by key within a segment so
+    /// that one key's finds read only that key.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn find_sessions_ending(&self, earliest_end: i64, latest_end: i64) -> Result<SessionIter> {
+        self.find_keys((None, None), (earliest_end, latest_end), i64::MAX, false)
+    }
+
+    /// As [`find_sessions_ending`](Self::find_sessions_ending), in exactly reverse order.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_find_sessions_ending(
+        &self,
+        earliest_end: i64,
+        latest_end: i64,
+    ) -> Result<SessionIter> {
+        self.find_keys((None, None), (earliest_end, latest_end), i64::MAX, true)
+    }
+
+    /// Adds a record of `key` at `ts` whose own aggregate is `value`, as Kafka Streams'
+    /// `KStreamSessionWindowAggregate` does: finds the sessions of `key` ending at or after
+    /// `ts - gap` and starting at or before `ts + gap`, combines their values and `value` with
+    /// `merge(aggregate, next)` (oldest session first, the record last), and replaces them
+    /// with one session spanning them all and `ts`, in one atomic batch. The stream time moves
+    /// to `ts` if later. A session is closed once `end + gap + grace < stream time` (a record
+    /// within the gap after its end could still extend it until then); a record whose merged
+    /// session is closed is [`Late`](MergeOutcome::Late): counted, nothing merged.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key or value, and when the retention is shorter
+    /// than the gap plus grace period, which Kafka Streams refuses too (sessions would expire
+    /// while still open); a store error.
     pub fn merge_record(
         &self,
         key: &[u8],
@@ -272,6 +397,14 @@ impl SessionStore {
         value: &[u8],
         mut merge: impl FnMut(&[u8], &[u8]) -> Vec<u8>,
     ) -> Result<MergeOutcome> {
+        let open_for = windows.gap.saturating_add(windows.grace);
+        if self.base.segments.retention < open_for {
+            return Err(Error::invalid(format!(
+                "retention {} ms is shorter than the inactivity gap plus grace period, \
+                 {open_for} ms",
+                self.base.segments.retention
+            )));
+        }
         let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         if ts > state.stream_time {
@@ -297,7 +430,7 @@ impl SessionStore {
             });
             absorbed.push(session);
         }
-        if merged.end.saturating_add(windows.grace) < state.stream_time {
+        if merged.end.saturating_add(open_for) < state.stream_time {
             self.base.store.write(batch)?;
             self.base.count_late();
             return Ok(MergeOutcome::Late);
@@ -382,6 +515,47 @@ impl SessionStore {
                 other => Some(other),
             }
         }))
+    }
+}
+
+impl SessionStore {
+    /// The sessions of a key range ending within `ends` and starting at or before
+    /// `latest_start`; one key goes through [`find`](Self::find), which reads only its ends.
+    fn find_keys(
+        &self,
+        (key_from, key_to): KeyBounds<'_>,
+        (earliest_end, latest_end): (i64, i64),
+        latest_start: i64,
+        backward: bool,
+    ) -> Result<SessionIter> {
+        let stream_time = self.base.now();
+        match (key_from, key_to) {
+            (Some(low), Some(high)) if low > high => return Ok(Box::new(std::iter::empty())),
+            (Some(low), Some(high)) if low == high && latest_end == i64::MAX => {
+                return Ok(self.find(stream_time, low, earliest_end, latest_start, backward));
+            }
+            _ => {}
+        }
+        let from = earliest_end.max(self.base.segments.min_live(stream_time));
+        let iter = self.base.scan(
+            stream_time,
+            (from, latest_end),
+            backward,
+            |segment, _, _| key_range_bounds(segment, key_from, key_to, 16),
+        );
+        Ok(Box::new(iter.filter_map(move |item| {
+            let decoded = item.and_then(|(entry, value)| Ok((decode_entry(&entry)?, value)));
+            match decoded {
+                Ok((session, _))
+                    if session.end < from
+                        || session.end > latest_end
+                        || session.start > latest_start =>
+                {
+                    None
+                }
+                other => Some(other),
+            }
+        })))
     }
 }
 

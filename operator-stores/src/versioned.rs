@@ -6,9 +6,18 @@
 //! A put at `ts` makes a version valid from `ts` until the next version's timestamp; puts may
 //! arrive out of order. A delete puts a tombstone version. The stream time is the latest
 //! timestamp put; `stream_time - history_retention` is the cutoff. A put or delete older than
-//! the cutoff is refused and counted ([`PutOutcome::Expired`]); [`get_as_of`] a time older
-//! than the cutoff answers `None`, as Kafka Streams does; [`get`] always answers the latest
-//! version.
+//! the cutoff is refused and counted ([`PutOutcome::Expired`]). The latest version of a key
+//! never expires: [`get`] always answers it, and [`get_as_of`] a time older than the cutoff
+//! answers it when it is a value put at or before that time, else `None`, exactly as Kafka
+//! Streams' `RocksDBVersionedStore` does. [`get_versions`] is KIP-968's multi-version query.
+//!
+//! # Kafka Streams
+//! Same answers as Kafka Streams' versioned store for puts, deletes, `get`, `get(key,
+//! asOf)` and the put's `validTo` ([`put_version`]); its own tests are ported to the
+//! conformance suite (`conformance::kafka_versioned`). One deliberate difference, in
+//! [`get_versions`]: Kafka Streams drops old versions a segment at a time, so a range query
+//! reaching before the cutoff may or may not see versions that stopped being valid before
+//! it; this store never returns them, so the answer does not depend on segment boundaries.
 //!
 //! # Key layout
 //! In the underlying store (keys starting with [`APP_KEY_TAG`](crate::APP_KEY_TAG), `0x00`, are
@@ -35,6 +44,8 @@
 //!
 //! [`get`]: VersionedStore::get
 //! [`get_as_of`]: VersionedStore::get_as_of
+//! [`get_versions`]: VersionedStore::get_versions
+//! [`put_version`]: VersionedStore::put_version
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -58,6 +69,32 @@ pub struct VersionedRecord {
     pub timestamp: i64,
     /// When the next version replaced it (exclusive), `None` while it is the latest.
     pub valid_to: Option<i64>,
+}
+
+/// What [`VersionedStore::put_version`] did: Kafka Streams' put return code (KIP-914).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum VersionPut {
+    /// Written. The new version is valid until `valid_to` (exclusive), the timestamp of the
+    /// next version, `None` while it is the latest (Kafka's
+    /// `PUT_RETURN_CODE_VALID_TO_UNDEFINED`).
+    Written {
+        /// When the next version replaces this one.
+        valid_to: Option<i64>,
+    },
+    /// Refused, older than the history retention (Kafka's `PUT_RETURN_CODE_NOT_PUT`), and
+    /// counted in [`VersionedStore::expired_writes`].
+    Expired,
+}
+
+/// The order of [`VersionedStore::get_versions`]: by the versions' timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultOrder {
+    /// Oldest first (Kafka's `withAscendingTimestamps`).
+    Ascending,
+    /// Newest first (Kafka's `withDescendingTimestamps`, and what its RocksDB store gives for
+    /// `ResultOrder.ANY`).
+    Descending,
 }
 
 /// A version as stored: a value or a tombstone, at a timestamp.
@@ -134,7 +171,28 @@ impl VersionedStore {
     /// `InvalidArgument` for an oversized key or value, or a store error.
     pub fn put(&self, key: &[u8], value: &[u8], timestamp: i64) -> Result<PutOutcome> {
         self.write_version(key, Some(value), timestamp)
-            .map(|(outcome, _)| outcome)
+            .map(|written| written.outcome)
+    }
+
+    /// Stores `value` (`None`: a tombstone) as the version of `key` valid from `timestamp`,
+    /// and says until when it is valid: Kafka Streams' `put(key, value, timestamp)` with its
+    /// return code. A version put at the timestamp of an existing one replaces it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key or value, or a store error.
+    pub fn put_version(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+    ) -> Result<VersionPut> {
+        let written = self.write_version(key, value, timestamp)?;
+        Ok(match written.outcome {
+            PutOutcome::Written(_) => VersionPut::Written {
+                valid_to: written.next,
+            },
+            PutOutcome::Expired | PutOutcome::Late => VersionPut::Expired,
+        })
     }
 
     /// Puts a tombstone for `key` at `timestamp` and returns the record it ends: the one valid
@@ -144,7 +202,7 @@ impl VersionedStore {
     /// `InvalidArgument` for an oversized key, or a store error.
     pub fn delete(&self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
         self.write_version(key, None, timestamp)
-            .map(|(_, before)| before)
+            .map(|written| written.before)
     }
 
     /// The latest version of `key`, or `None` when it has none or it is a tombstone.
@@ -163,16 +221,80 @@ impl VersionedStore {
     }
 
     /// The version of `key` valid at `timestamp`: the latest at or before it, or `None` when
-    /// there is none, it is a tombstone, or `timestamp` is older than the history retention.
+    /// there is none or it is a tombstone. Older than the history retention, only the latest
+    /// version answers (when it is a value put at or before `timestamp`), as in Kafka Streams:
+    /// the latest version never expires, and older history is `None` whether or not it is
+    /// still stored.
     ///
     /// # Errors
     /// A store error, or `Corruption` for a malformed entry.
     pub fn get_as_of(&self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
         let stream_time = *self.stream_time.lock();
         if timestamp < self.cutoff(stream_time) {
-            return Ok(None);
+            return Ok(self
+                .get(key)?
+                .filter(|latest| latest.timestamp <= timestamp));
         }
         self.as_of(key, timestamp)
+    }
+
+    /// Every value version of `key` valid at some time in `[from, to]` (both inclusive), with
+    /// its validity, in `order`: KIP-968's `VersionedKeyQuery` with `fromTime` and `toTime`. A
+    /// version `[timestamp, valid_to)` qualifies when `timestamp <= to` and it is still valid
+    /// after `from` (`valid_to > from`, or it is the latest). Tombstones end versions and are
+    /// never returned. `from` after `to` yields nothing.
+    ///
+    /// History retention, as in Kafka Streams: when `to` is older than the cutoff only the
+    /// latest version can answer (a value put at or before `to`). Otherwise versions that
+    /// stopped being valid at or before the cutoff are never returned; Kafka Streams may
+    /// return them until their segment is dropped, which depends on its segment interval.
+    ///
+    /// Returns a `Vec`: one key's versions within the retention, read in one range.
+    ///
+    /// # Errors
+    /// A store error, or `Corruption` for a malformed entry.
+    pub fn get_versions(
+        &self,
+        key: &[u8],
+        from: i64,
+        to: i64,
+        order: ResultOrder,
+    ) -> Result<Vec<VersionedRecord>> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let cutoff = self.cutoff(*self.stream_time.lock());
+        if to < cutoff {
+            let latest = self.get(key)?.filter(|latest| latest.timestamp <= to);
+            return Ok(latest.into_iter().collect());
+        }
+        let lower = from.max(cutoff);
+        // Newest first from `to` down; each version is valid until the one visited before it.
+        let mut valid_to = self.after(key, to)?.map(|next| next.ts);
+        let mut found = Vec::new();
+        let (low, high) = (version_key(key, i64::MIN), version_key(key, to));
+        for item in self
+            .store
+            .reverse_range(Bound::Included(&low), Bound::Included(&high))?
+        {
+            if valid_to.is_some_and(|end| end <= lower) {
+                break;
+            }
+            let (entry, value) = item?;
+            let version = decode_version(&entry, &value)?;
+            if let Some(value) = version.value {
+                found.push(VersionedRecord {
+                    value,
+                    timestamp: version.ts,
+                    valid_to,
+                });
+            }
+            valid_to = Some(version.ts);
+        }
+        if order == ResultOrder::Ascending {
+            found.reverse();
+        }
+        Ok(found)
     }
 
     fn as_of(&self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
@@ -195,12 +317,7 @@ impl VersionedStore {
         stream_time.saturating_sub(self.history_retention)
     }
 
-    fn write_version(
-        &self,
-        key: &[u8],
-        value: Option<&[u8]>,
-        ts: i64,
-    ) -> Result<(PutOutcome, Option<VersionedRecord>)> {
+    fn write_version(&self, key: &[u8], value: Option<&[u8]>, ts: i64) -> Result<Written> {
         let entry = version_key(key, ts);
         store_api::limits::check_key(&index_key(ts, &entry))?;
         if let Some(value) = value {
@@ -216,7 +333,11 @@ impl VersionedStore {
         if ts < self.cutoff(*stream_time) {
             self.store.write(batch)?;
             self.expired.fetch_add(1, Ordering::Relaxed);
-            return Ok((PutOutcome::Expired, None));
+            return Ok(Written {
+                outcome: PutOutcome::Expired,
+                before: None,
+                next: None,
+            });
         }
         let before = self.as_of(key, ts)?;
         let prev = self.floor(key, ts.saturating_sub(1))?.filter(|p| p.ts < ts);
@@ -242,7 +363,11 @@ impl VersionedStore {
         self.move_index(&mut batch, &entry, old_dead.flatten(), new_dead);
         batch.put(entry, encode_value(value));
         self.store.write(batch)?;
-        Ok((PutOutcome::Written(1), before))
+        Ok(Written {
+            outcome: PutOutcome::Written(1),
+            before,
+            next: next_ts,
+        })
     }
 
     /// Replaces the index entry of `entry` at `old` by one at `new`.
@@ -297,6 +422,15 @@ impl VersionedStore {
                 .range(Bound::Excluded(&low), Bound::Included(&high))?,
         )
     }
+}
+
+/// What a write of a version did.
+struct Written {
+    outcome: PutOutcome,
+    /// The record valid at the write's timestamp before it.
+    before: Option<VersionedRecord>,
+    /// The timestamp of the next version, where the written one stops being valid.
+    next: Option<i64>,
 }
 
 /// The first version a scan of version keys yields.

@@ -11,8 +11,9 @@
 //! `0x00 0xFF` and ends with `0x00 0x00`, so keys keep their order and one key's entries never
 //! interleave with another's. The sequence number is 0 unless the store
 //! [retains duplicates](WindowStoreConfig::retain_duplicates). The empty key holds the
-//! store's stream time, so it survives a restart: the latest window start
-//! [put](WindowStore::put) or record timestamp [aggregated](WindowStore::aggregate). Keys
+//! store's stream time, so it survives a restart: the latest window start written, by a
+//! [put](WindowStore::put) or an [aggregation](WindowStore::aggregate). The key `0x01` alone
+//! holds the latest record time aggregated, which decides which windows are closed. Keys
 //! starting with [`APP_KEY_TAG`](crate::APP_KEY_TAG) (`0x00`) are the application's: the
 //! store never touches them, so an application can commit its input position with the
 //! windows in one `LoggedStore` commit.
@@ -24,6 +25,13 @@
 //! skips those outside the time span. At most `retention / segment_interval + 1` segments are
 //! live, which [`WindowStore::open`] caps at 4096.
 //!
+//! # Kafka Streams
+//! The store answers as Kafka Streams' window stores do for the same calls (their own tests
+//! are ported to `conformance::kafka_window`): windows of [`TimeWindows`] are Kafka's, a put
+//! older than the retention is refused and counted, fetches skip expired windows, and key
+//! ranges have inclusive bounds with `None` for Kafka's `null`. Where it differs, the method
+//! says so: the order across keys of [`WindowStore::fetch_all`].
+//!
 //! # Expiry
 //! A window starting at or before `stream_time - retention` is expired: a put of it is refused
 //! ([`PutOutcome::Expired`], counted in [`DropCounts::expired`]) and fetches skip it. Storage
@@ -34,11 +42,14 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
-use crate::layout::{checked_grace, decode_ts, encode_ts, push_key, read_key, segment_prefix};
-use crate::segmented::{SegmentedStore, WriteState};
+use crate::layout::{
+    DATA_TAG, checked_grace, decode_ts, encode_ts, push_key, read_key, read_time, segment_prefix,
+};
+use crate::segmented::{KeyBounds, SegmentedStore, WriteState, key_range_bounds};
 
 /// Options of a [`WindowStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,19 +182,27 @@ impl TimeWindows {
         self.grace
     }
 
-    /// The starts of the windows holding `ts`, oldest first: one for tumbling windows,
-    /// `size / advance` (rounded up or down) for hopping ones.
+    /// The starts of the windows holding `ts`, oldest first: Kafka Streams'
+    /// `TimeWindows.windowsFor`. One for tumbling windows, up to `size / advance` (rounded up)
+    /// for hopping ones; a window `[start, start + size)` holds `ts` when
+    /// `start <= ts < start + size`.
+    ///
+    /// As in Kafka Streams, no window starts before 0: a record at 3 in windows of 10
+    /// advancing by 5 is in `[0, 10)` only, not in `[-5, 5)`, and a record before 0 is in no
+    /// window (Kafka Streams drops such records; see [`WindowStore::aggregate`]).
     pub fn starts_for(&self, ts: i64) -> Vec<i64> {
-        let (ts, size, advance) = (
-            i128::from(ts),
-            i128::from(self.size),
-            i128::from(self.advance),
-        );
-        let first = (ts - size).div_euclid(advance) + 1;
-        let last = ts.div_euclid(advance);
-        (first..=last)
-            .filter_map(|k| i64::try_from(k * advance).ok())
-            .collect()
+        if ts < 0 {
+            return Vec::new();
+        }
+        // `ts - size + advance` cannot overflow: `ts >= 0` and `0 < advance <= size`.
+        let first = (ts - self.size + self.advance).max(0) / self.advance * self.advance;
+        let mut starts = Vec::new();
+        let mut start = Some(first);
+        while let Some(at) = start.filter(|at| *at <= ts) {
+            starts.push(at);
+            start = at.checked_add(self.advance);
+        }
+        starts
     }
 
     /// The exclusive end of the window starting at `start`.
@@ -211,7 +230,15 @@ impl TimeWindows {
 pub struct WindowStore {
     base: SegmentedStore,
     retain_duplicates: bool,
+    /// The latest record time aggregated, `i64::MIN` before the first: Kafka Streams'
+    /// aggregation keeps it apart from the store's stream time (the latest window start), and
+    /// closes windows by it. Written under the base's write lock.
+    record_time: AtomicI64,
 }
+
+/// The key of the latest record time aggregated: the data tag alone, below every segment's
+/// range, so expiry never reads or deletes it.
+const RECORD_TIME_KEY: &[u8] = &[DATA_TAG];
 
 impl WindowStore {
     /// Opens a window store kept in `store`, which holds nothing else but keys starting with
@@ -221,9 +248,11 @@ impl WindowStore {
     /// # Errors
     /// `InvalidArgument` for a bad configuration (see [`WindowStoreConfig`]), or a store error.
     pub fn open(store: Arc<dyn KeyValueStore>, config: WindowStoreConfig) -> Result<Self> {
+        let record_time = read_time(store.as_ref(), RECORD_TIME_KEY)?;
         Ok(WindowStore {
             base: SegmentedStore::open(store, config.retention_ms, config.segment_interval_ms)?,
             retain_duplicates: config.retain_duplicates,
+            record_time: AtomicI64::new(record_time),
         })
     }
 
@@ -232,9 +261,17 @@ impl WindowStore {
         &self.base.store
     }
 
-    /// The latest window start put or record timestamp aggregated, `None` before the first.
+    /// The latest window start written, `None` before the first: Kafka Streams' window store
+    /// stream time, which retention counts from.
     pub fn stream_time(&self) -> Option<i64> {
         self.base.stream_time()
+    }
+
+    /// The latest record time [aggregated](Self::aggregate), `None` before the first: Kafka
+    /// Streams' aggregation stream time, which closes windows.
+    pub fn aggregated_time(&self) -> Option<i64> {
+        let time = self.record_time.load(Ordering::Relaxed);
+        (time != i64::MIN).then_some(time)
     }
 
     /// The writes refused since the store was opened.
@@ -314,12 +351,17 @@ impl WindowStore {
         self.fetch_key(stream_time, key, (time_from, time_to), true)
     }
 
-    /// Every key's windows starting within `[time_from, time_to]`, by segment, key, start.
+    /// Every key's windows starting within `[time_from, time_to]`, by segment, key, start
+    /// (Kafka Streams' `fetchAll(timeFrom, timeTo)`).
+    ///
+    /// Order: Kafka Streams' RocksDB window store gives this order, its in-memory one time
+    /// order first; neither promises one across keys. This store keeps keys in segments so
+    /// that one key's fetch is one short range per segment.
     ///
     /// # Errors
     /// A store error, now or as an item.
     pub fn fetch_all(&self, time_from: i64, time_to: i64) -> Result<WindowEntryIter> {
-        self.fetch_every(time_from, time_to, false)
+        self.fetch_every((None, None), (time_from, time_to), false)
     }
 
     /// As [`fetch_all`](Self::fetch_all), in exactly reverse order.
@@ -327,18 +369,76 @@ impl WindowStore {
     /// # Errors
     /// A store error, now or as an item.
     pub fn backward_fetch_all(&self, time_from: i64, time_to: i64) -> Result<WindowEntryIter> {
-        self.fetch_every(time_from, time_to, true)
+        self.fetch_every((None, None), (time_from, time_to), true)
     }
 
-    /// Folds a record at `ts` into each of its `windows` for `key`: `update` gets the current
-    /// value of a window (`None` for a new one) and returns the new one. The stream time moves
-    /// to `ts` if later. A window that ended more than the grace period before the stream
-    /// time is closed and left alone; if every window is closed the record is
-    /// [`Late`](PutOutcome::Late) and counted in [`DropCounts::late`]. Every write of one
-    /// record is one atomic batch.
+    /// Every live window, by segment, key, start (Kafka Streams' `all()`).
     ///
     /// # Errors
-    /// `Unsupported` on a store that retains duplicates, or a store error.
+    /// A store error, now or as an item.
+    pub fn all(&self) -> Result<WindowEntryIter> {
+        self.fetch_all(i64::MIN, i64::MAX)
+    }
+
+    /// As [`all`](Self::all), in exactly reverse order (Kafka Streams' `backwardAll()`).
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_all(&self) -> Result<WindowEntryIter> {
+        self.backward_fetch_all(i64::MIN, i64::MAX)
+    }
+
+    /// The windows of the keys from `key_from` to `key_to`, both inclusive (`None`: no bound),
+    /// starting within `[time_from, time_to]`, by segment, key, start: Kafka Streams'
+    /// `fetch(keyFrom, keyTo, timeFrom, timeTo)`, with its `null` bounds. A `key_from` after
+    /// `key_to` yields nothing, as in Kafka Streams (which also logs a warning).
+    ///
+    /// Reads every window of the key range in each live segment overlapping the time range.
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn fetch_key_range(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+        time_from: i64,
+        time_to: i64,
+    ) -> Result<WindowEntryIter> {
+        self.fetch_every((key_from, key_to), (time_from, time_to), false)
+    }
+
+    /// As [`fetch_key_range`](Self::fetch_key_range), in exactly reverse order (Kafka
+    /// Streams' `backwardFetch(keyFrom, keyTo, timeFrom, timeTo)`).
+    ///
+    /// # Errors
+    /// A store error, now or as an item.
+    pub fn backward_fetch_key_range(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+        time_from: i64,
+        time_to: i64,
+    ) -> Result<WindowEntryIter> {
+        self.fetch_every((key_from, key_to), (time_from, time_to), true)
+    }
+
+    /// Folds a record at `ts` into each of its `windows` for `key` (Kafka Streams'
+    /// `KStreamWindowAggregate`): `update` gets the current value of a window (`None` for a
+    /// new one) and returns the new one. As in Kafka Streams, the latest record time
+    /// aggregated ([`aggregated_time`](Self::aggregated_time)) closes windows: a window is
+    /// closed, and left alone, once `end + grace <= aggregated time`; if every window of the
+    /// record is closed the record is [`Late`](PutOutcome::Late) and counted in
+    /// [`DropCounts::late`]. The windows written move the store's stream time, which retention
+    /// counts from, as puts do. Every write of one record is one atomic batch.
+    ///
+    /// A record before 0 is in no window: as in Kafka Streams, which drops such records before
+    /// any processor and counts them in the same dropped-records metric as late ones, it is
+    /// [`Late`](PutOutcome::Late), counted in [`DropCounts::late`], and changes nothing else.
+    ///
+    /// # Errors
+    /// `Unsupported` on a store that retains duplicates. `InvalidArgument` when the retention
+    /// is shorter than the window size plus grace period, which Kafka Streams refuses too:
+    /// windows would expire while still open. A store error.
     pub fn aggregate(
         &self,
         key: &[u8],
@@ -351,18 +451,32 @@ impl WindowStore {
                 "aggregate on a window store that retains duplicates".into(),
             ));
         }
+        let needed = windows.size.saturating_add(windows.grace);
+        if self.base.segments.retention < needed {
+            return Err(Error::invalid(format!(
+                "retention {} ms is shorter than the window size plus grace period, {needed} ms",
+                self.base.segments.retention
+            )));
+        }
+        if ts < 0 {
+            // No window holds it; Kafka Streams drops such a record before any processor and
+            // counts it with late ones, without moving the stream time.
+            self.base.count_late();
+            return Ok(PutOutcome::Late);
+        }
         let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
-        if ts > state.stream_time {
-            self.base.advance(&mut state, &mut batch, ts)?;
+        let previous = self.record_time.load(Ordering::Relaxed);
+        let now = previous.max(ts);
+        if ts > previous {
+            batch.put(RECORD_TIME_KEY.to_vec(), encode_ts(ts).to_vec());
         }
-        let now = state.stream_time;
         let mut written = 0;
         for start in windows.starts_for(ts) {
             if windows.end_of(start).saturating_add(windows.grace) <= now {
                 continue;
             }
-            let current = self.window_at(now, key, start)?;
+            let current = self.window_at(state.stream_time, key, start)?;
             let value = update(current.as_deref());
             if let PutOutcome::Written(_) =
                 self.put_locked(&mut state, &mut batch, key, &value, start)?
@@ -371,6 +485,7 @@ impl WindowStore {
             }
         }
         self.base.store.write(batch)?;
+        self.record_time.store(now, Ordering::Relaxed);
         if written == 0 {
             self.base.count_late();
             return Ok(PutOutcome::Late);
@@ -470,13 +585,23 @@ impl WindowStore {
         })))
     }
 
-    fn fetch_every(&self, time_from: i64, time_to: i64, backward: bool) -> Result<WindowEntryIter> {
+    fn fetch_every(
+        &self,
+        (key_from, key_to): KeyBounds<'_>,
+        (time_from, time_to): (i64, i64),
+        backward: bool,
+    ) -> Result<WindowEntryIter> {
+        if let (Some(low), Some(high)) = (key_from, key_to)
+            && low > high
+        {
+            return Ok(Box::new(std::iter::empty()));
+        }
         let stream_time = self.base.now();
         let from = time_from.max(self.base.segments.min_live(stream_time));
         let iter = self
             .base
             .scan(stream_time, (from, time_to), backward, |segment, _, _| {
-                store_api::bounds::prefix_bounds(&segment_prefix(segment))
+                key_range_bounds(segment, key_from, key_to, 12)
             });
         Ok(Box::new(iter.filter_map(move |item| {
             let decoded = item.and_then(|(entry, value)| {
@@ -515,10 +640,13 @@ mod tests {
         assert_eq!(tumbling.starts_for(0), vec![0]);
         assert_eq!(tumbling.starts_for(59_999), vec![0]);
         assert_eq!(tumbling.starts_for(60_000), vec![60_000]);
-        assert_eq!(tumbling.starts_for(-1), vec![-60_000]);
+        // Kafka Streams' windows start at 0 at the earliest.
+        assert_eq!(tumbling.starts_for(-1), Vec::<i64>::new());
         let hopping = TimeWindows::hopping(10, 5).unwrap();
         assert_eq!(hopping.starts_for(12), vec![5, 10]);
         assert_eq!(hopping.starts_for(10), vec![5, 10]);
+        assert_eq!(hopping.starts_for(3), vec![0]);
+        assert_eq!(hopping.starts_for(0), vec![0]);
         let uneven = TimeWindows::hopping(10, 3).unwrap();
         assert_eq!(uneven.starts_for(10), vec![3, 6, 9]);
         assert_eq!(

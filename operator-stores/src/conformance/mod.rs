@@ -3,6 +3,9 @@
 //! Each store type has a module of cases: public functions taking the backend's
 //! [`StoreFactory`] and a [`Mode`], panicking when the store type breaks its contract. Every
 //! module has a proptest state machine against a simple model, and a few named cases.
+//! `kafka_window`, `kafka_session` and `kafka_versioned` are Kafka Streams' own store tests,
+//! ported case by case and named after them, so every backend answers as Kafka Streams'
+//! stores do.
 //! [`operator_suite!`](crate::operator_suite) turns every case of every module into a
 //! `#[test]`, once per mode:
 //!
@@ -27,6 +30,9 @@
 //! The proptest case count is `PROPTEST_CASES` when set, else 16 per test, which keeps the
 //! four backends in debug builds to seconds.
 
+pub mod kafka_session;
+pub mod kafka_versioned;
+pub mod kafka_window;
 pub mod lru;
 pub mod session;
 pub mod typed;
@@ -87,6 +93,9 @@ macro_rules! __operator_cases {
                 fetch_follows_time_and_key_order
                 late_records_are_counted
                 retained_duplicates_survive_reopen
+                aggregate_refuses_what_kafka_refuses
+                retention_counts_from_window_starts
+                aggregate_writes_kafka_windows
             }
             session {
                 model
@@ -94,11 +103,98 @@ macro_rules! __operator_cases {
                 late_records_are_counted
                 bad_sessions_are_rejected
                 expiry_drops_whole_segments
+                merge_refuses_a_retention_shorter_than_gap_and_grace
             }
             versioned {
                 model
                 out_of_order_puts_split_validity
                 history_older_than_retention_is_cleaned
+                history_past_the_cutoff_is_never_answered
+            }
+            kafka_window {
+                test_range_and_single_point_fetch
+                should_get_all
+                should_get_all_non_deleted_records
+                should_get_all_return_timestamp_ordered_records
+                should_early_closed_iterator_still_get_all_records
+                should_get_backward_all
+                should_fetch_all_in_time_range
+                should_backward_fetch_all_in_time_range
+                test_fetch_range
+                test_backward_fetch_range
+                test_put_and_fetch_before
+                test_put_and_fetch_after
+                test_put_same_key_timestamp
+                should_fetch_and_iterate_over_exact_keys
+                test_delete_and_update
+                should_return_null_on_window_not_found
+                should_fetch_and_iterate_over_exact_binary_keys
+                should_return_same_results_for_single_key_fetch_and_equal_key_range_fetch
+                should_not_throw_invalid_range_exception_with_negative_from_key
+                should_log_and_measure_expired_records
+                should_not_throw_exception_when_fetch_range_is_expired
+                test_fetch_duplicates
+            }
+            kafka_session {
+                should_put_and_find_sessions_in_range
+                should_put_and_backward_find_sessions_in_range
+                should_fetch_all_sessions_with_same_record_key
+                should_backward_fetch_all_sessions_with_same_record_key
+                should_find_sessions_for_time_range
+                should_fetch_all_sessions_within_key_range
+                should_backward_fetch_all_sessions_within_key_range
+                should_fetch_exact_session
+                should_return_null_on_session_not_found
+                should_find_values_within_merging_session_window_range
+                should_backward_find_values_within_merging_session_window_range
+                should_remove
+                should_find_sessions_to_merge
+                should_backward_find_sessions_to_merge
+                should_fetch_exact_keys
+                should_backward_fetch_exact_keys
+                should_fetch_and_iterate_over_exact_binary_keys
+                should_backward_fetch_and_iterate_over_exact_binary_keys
+                should_restore
+                should_return_same_results_for_single_key_find_sessions_and_equal_key_range_find_sessions
+                should_measure_expired_records
+                should_not_throw_exception_removing_nonexistent_key
+                should_not_throw_invalid_range_exception_with_negative_from_key
+                should_remove_expired
+                should_not_fetch_expired_sessions
+            }
+            kafka_versioned {
+                should_put_latest
+                should_put_null_as_latest
+                should_put_older_with_non_null_latest
+                should_put_older_with_null_latest
+                should_put_older_null_with_non_null_latest
+                should_put_older_null_with_null_latest
+                should_put_repeat_timestamp_as_latest
+                should_put_repeat_timestamps
+                should_put_into_multiple_segments
+                should_move_record_to_older_segment_during_put
+                should_move_record_to_older_segment_with_nulls_during_put
+                should_fall_through_to_existing_older_segment_as_latest_during_put
+                should_put_non_latest_tombstone_into_new_segment_with_valid_to
+                should_delete
+                should_not_put_expired
+                should_not_delete_expired
+                should_get_from_older_segments
+                should_not_get_expired
+                should_get_expired_if_latest_value
+                should_distinguish_empty_and_null
+                should_get_record_versions_from_older_segments
+                should_get_record_versions_in_ascending_order
+                should_get_record_versions_from_multiple_old_segments_in_ascending_order
+                should_not_get_expired_record_versions
+                should_get_expired_if_latest_version_value
+                should_restore
+                should_restore_with_nulls
+                should_restore_with_nulls_and_repeat_timestamps
+                should_restore_multiple_batches
+                should_not_restore_expired
+                should_restore_even_if_record_would_be_expired_by_end_of_batch
+                should_allow_zero_history_retention
             }
         }
     };

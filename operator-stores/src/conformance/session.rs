@@ -41,6 +41,10 @@ enum Op {
     Merge(Vec<u8>, i64, u8),
     Find(Vec<u8>, i64, i64),
     BackwardFind(Vec<u8>, i64, i64),
+    FindRange(KeyBound, KeyBound, i64, i64),
+    BackwardFindRange(KeyBound, KeyBound, i64, i64),
+    FindEnding(i64, i64),
+    BackwardFindEnding(i64, i64),
     FetchSession(Session),
     Commit,
     Reopen,
@@ -48,6 +52,13 @@ enum Op {
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
     select(vec![&b""[..], b"\0", b"a", b"a\0", b"ab"]).prop_map(<[u8]>::to_vec)
+}
+
+/// A bound of a key range: a key, or none (Kafka Streams' `null`).
+type KeyBound = Option<Vec<u8>>;
+
+fn key_bound() -> impl Strategy<Value = KeyBound> {
+    proptest::option::weighted(0.8, key())
 }
 
 /// Times relative to the stream time: most live, some expired or late, a few later.
@@ -70,6 +81,12 @@ impl Op {
             Op::Merge(k, d, v) => Op::Merge(k.clone(), t(d), *v),
             Op::Find(k, a, b) => Op::Find(k.clone(), t(a), t(b)),
             Op::BackwardFind(k, a, b) => Op::BackwardFind(k.clone(), t(a), t(b)),
+            Op::FindRange(k, l, a, b) => Op::FindRange(k.clone(), l.clone(), t(a), t(b)),
+            Op::BackwardFindRange(k, l, a, b) => {
+                Op::BackwardFindRange(k.clone(), l.clone(), t(a), t(b))
+            }
+            Op::FindEnding(a, b) => Op::FindEnding(t(a), t(b)),
+            Op::BackwardFindEnding(a, b) => Op::BackwardFindEnding(t(a), t(b)),
             Op::FetchSession(session) => Op::FetchSession(s(session)),
             other => other.clone(),
         }
@@ -83,6 +100,12 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (key(), time(), 0_u8..8).prop_map(|(k, t, v)| Op::Merge(k, t, v)),
         2 => (key(), time(), time()).prop_map(|(k, a, b)| Op::Find(k, a, b)),
         1 => (key(), time(), time()).prop_map(|(k, a, b)| Op::BackwardFind(k, a, b)),
+        2 => (key_bound(), key_bound(), time(), time())
+            .prop_map(|(k, l, a, b)| Op::FindRange(k, l, a, b)),
+        1 => (key_bound(), key_bound(), time(), time())
+            .prop_map(|(k, l, a, b)| Op::BackwardFindRange(k, l, a, b)),
+        1 => (time(), time()).prop_map(|(a, b)| Op::FindEnding(a, b)),
+        1 => (time(), time()).prop_map(|(a, b)| Op::BackwardFindEnding(a, b)),
         1 => session().prop_map(Op::FetchSession),
         1 => Just(Op::Commit),
         1 => Just(Op::Reopen),
@@ -126,6 +149,28 @@ impl Model {
             .collect()
     }
 
+    /// The sessions of keys within `[low, high]` (`None`: unbounded) ending within `ends`
+    /// and starting at or before `latest_start`, by segment, key, end, start.
+    fn find_range(
+        &self,
+        (low, high): (Option<&[u8]>, Option<&[u8]>),
+        (earliest_end, latest_end): (i64, i64),
+        latest_start: i64,
+    ) -> Vec<(Session, Vec<u8>)> {
+        let from = earliest_end.max(self.min_live());
+        let in_keys = |key: &[u8]| low.is_none_or(|l| key >= l) && high.is_none_or(|h| key <= h);
+        let mut found: Vec<_> = self
+            .sessions
+            .iter()
+            .filter(|((k, end, start), _)| {
+                in_keys(k) && *end >= from && *end <= latest_end && *start <= latest_start
+            })
+            .map(|((k, end, start), v)| (Session::new(k.clone(), *start, *end), v.clone()))
+            .collect();
+        found.sort_by_key(|(s, _)| (s.end.div_euclid(INTERVAL), s.key.clone(), s.end, s.start));
+        found
+    }
+
     fn merge(&mut self, key: &[u8], ts: i64, value: u8) -> MergeOutcome {
         self.advance(ts);
         let near = self.find(key, ts - GAP, ts + GAP);
@@ -137,7 +182,8 @@ impl Model {
             aggregate = Some(aggregate.map_or(stored.clone(), |a| concat(&a, stored)));
         }
         let now = self.stream_time.unwrap_or(ts);
-        if merged.end + GRACE < now {
+        // Kafka Streams' close time: the gap and the grace period after the session's end.
+        if merged.end + GAP + GRACE < now {
             self.dropped.late += 1;
             return MergeOutcome::Late;
         }
@@ -197,6 +243,31 @@ fn step(
                 want,
             )?;
         }
+        Op::FindRange(k, l, a, b) => check(
+            "find_sessions_in_range",
+            collect(store.find_sessions_in_range(k.as_deref(), l.as_deref(), *a, *b))?,
+            model.find_range((k.as_deref(), l.as_deref()), (*a, i64::MAX), *b),
+        )?,
+        Op::BackwardFindRange(k, l, a, b) => {
+            let mut want = model.find_range((k.as_deref(), l.as_deref()), (*a, i64::MAX), *b);
+            want.reverse();
+            let got = store.backward_find_sessions_in_range(k.as_deref(), l.as_deref(), *a, *b);
+            check("backward_find_sessions_in_range", collect(got)?, want)?;
+        }
+        Op::FindEnding(a, b) => check(
+            "find_sessions_ending",
+            collect(store.find_sessions_ending(*a, *b))?,
+            model.find_range((None, None), (*a, *b), i64::MAX),
+        )?,
+        Op::BackwardFindEnding(a, b) => {
+            let mut want = model.find_range((None, None), (*a, *b), i64::MAX);
+            want.reverse();
+            check(
+                "backward_find_sessions_ending",
+                collect(store.backward_find_sessions_ending(*a, *b))?,
+                want,
+            )?;
+        }
         Op::FetchSession(s) => {
             let want = (s.end >= model.min_live())
                 .then(|| {
@@ -214,7 +285,8 @@ fn step(
     check("stream time", store.stream_time(), model.stream_time)
 }
 
-/// Random puts, removes, merges, finds, commits and reopens against a `BTreeMap` model.
+/// Random puts, removes, merges, finds (of one key, key ranges with and without bounds,
+/// every key by end time), commits and reopens against a `BTreeMap` model.
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
     run_model("session store", mode, vec(op(), 1..60), |ops| {
         let mut fx = OperatorFixture::new(factory, mode);
@@ -269,8 +341,8 @@ pub fn merging_bridges_sessions(factory: &dyn StoreFactory, mode: Mode) {
     assert_eq!(found, vec![(whole, b"abcd".to_vec())]);
 }
 
-/// Merging into a session that ended more than the grace period before the stream time is
-/// late: refused and counted.
+/// Merging into a session that ended more than the gap plus the grace period before the
+/// stream time is late: refused and counted.
 pub fn late_records_are_counted(factory: &dyn StoreFactory, mode: Mode) {
     let fx = OperatorFixture::new(factory, mode);
     let store = open(&fx);
@@ -285,6 +357,15 @@ pub fn late_records_are_counted(factory: &dyn StoreFactory, mode: Mode) {
     assert_eq!(
         merged(store.merge_record(b"other", 90, &gap(), b"z", concat)),
         MergeOutcome::Late
+    );
+    // Kafka Streams' close time counts the gap: a session ending at 93 stays open until
+    // 93 + 5 + 3 = 101, although its grace period alone ended at 96.
+    assert_eq!(
+        merged(store.merge_record(b"open", 93, &gap(), b"w", concat)),
+        MergeOutcome::Merged {
+            session: Session::new(*b"open", 93, 93),
+            absorbed: 0,
+        }
     );
     assert_eq!(
         store.dropped(),
@@ -339,4 +420,34 @@ pub fn expiry_drops_whole_segments(factory: &dyn StoreFactory, mode: Mode) {
     );
     let found = collect(store.find_sessions(b"k", i64::MIN, i64::MAX)).expect("find");
     assert_eq!(found.first().map(|(s, _)| s.end), Some(21));
+}
+
+/// A retention shorter than the gap plus grace period, which would expire sessions still
+/// open, is an `InvalidArgument` that changes nothing, as Kafka Streams refuses it.
+pub fn merge_refuses_a_retention_shorter_than_gap_and_grace(
+    factory: &dyn StoreFactory,
+    mode: Mode,
+) {
+    let fx = OperatorFixture::new(factory, mode);
+    let store = open(&fx);
+    let too_long = SessionWindows::with_gap(30)
+        .and_then(|w| w.with_grace(RETENTION - 30 + 1))
+        .expect("session windows");
+    let refused = store.merge_record(b"k", 5, &too_long, b"x", concat);
+    assert_eq!(
+        refused.err().map(|err| err.kind()),
+        Some(ErrorKind::InvalidArgument)
+    );
+    assert_eq!(store.stream_time(), None);
+    let fits = SessionWindows::with_gap(30)
+        .and_then(|w| w.with_grace(RETENTION - 30))
+        .expect("session windows");
+    let merged = merged(store.merge_record(b"k", 5, &fits, b"x", concat));
+    assert_eq!(
+        merged,
+        MergeOutcome::Merged {
+            session: Session::new(*b"k", 5, 5),
+            absorbed: 0
+        }
+    );
 }

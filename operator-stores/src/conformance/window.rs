@@ -40,6 +40,8 @@ enum Op {
     BackwardFetch(Vec<u8>, i64, i64),
     FetchAll(i64, i64),
     BackwardFetchAll(i64, i64),
+    FetchKeyRange(Option<Vec<u8>>, Option<Vec<u8>>, i64, i64),
+    BackwardFetchKeyRange(Option<Vec<u8>>, Option<Vec<u8>>, i64, i64),
     Commit,
     Reopen,
 }
@@ -56,6 +58,11 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
         b"ab",
     ])
     .prop_map(<[u8]>::to_vec)
+}
+
+/// A bound of a key range: a key, or none (Kafka Streams' `null`).
+fn key_bound() -> impl Strategy<Value = Option<Vec<u8>>> {
+    proptest::option::weighted(0.8, key())
 }
 
 /// Times relative to the stream time: most live, some expired or late, a few later.
@@ -75,6 +82,10 @@ impl Op {
             Op::BackwardFetch(k, a, b) => Op::BackwardFetch(k.clone(), t(a), t(b)),
             Op::FetchAll(a, b) => Op::FetchAll(t(a), t(b)),
             Op::BackwardFetchAll(a, b) => Op::BackwardFetchAll(t(a), t(b)),
+            Op::FetchKeyRange(k, l, a, b) => Op::FetchKeyRange(k.clone(), l.clone(), t(a), t(b)),
+            Op::BackwardFetchKeyRange(k, l, a, b) => {
+                Op::BackwardFetchKeyRange(k.clone(), l.clone(), t(a), t(b))
+            }
             other => other.clone(),
         }
     }
@@ -89,6 +100,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (key(), time(), time()).prop_map(|(k, a, b)| Op::BackwardFetch(k, a, b)),
         1 => (time(), time()).prop_map(|(a, b)| Op::FetchAll(a, b)),
         1 => (time(), time()).prop_map(|(a, b)| Op::BackwardFetchAll(a, b)),
+        2 => (key_bound(), key_bound(), time(), time())
+            .prop_map(|(k, l, a, b)| Op::FetchKeyRange(k, l, a, b)),
+        1 => (key_bound(), key_bound(), time(), time())
+            .prop_map(|(k, l, a, b)| Op::BackwardFetchKeyRange(k, l, a, b)),
         1 => Just(Op::Commit),
         1 => Just(Op::Reopen),
     ]
@@ -98,7 +113,10 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, Default)]
 struct Model {
     windows: BTreeMap<(Vec<u8>, i64), Vec<Vec<u8>>>,
+    /// The latest window start written.
     stream_time: Option<i64>,
+    /// The latest record time aggregated, which closes windows.
+    record_time: Option<i64>,
     dropped: DropCounts,
     retain_duplicates: bool,
 }
@@ -132,9 +150,14 @@ impl Model {
             .flatten()
     }
 
+    /// Kafka Streams' aggregation: a record before 0 is in no window, dropped as late.
     fn aggregate(&mut self, key: &[u8], ts: i64) -> PutOutcome {
-        self.advance(ts);
-        let now = self.stream_time.unwrap_or(ts);
+        if ts < 0 {
+            self.dropped.late += 1;
+            return PutOutcome::Late;
+        }
+        let now = self.record_time.map_or(ts, |t| t.max(ts));
+        self.record_time = Some(now);
         let mut written = 0;
         for start in windows().starts_for(ts) {
             if start + 10 + 5 <= now {
@@ -162,11 +185,23 @@ impl Model {
     }
 
     fn fetch_all(&self, from: i64, to: i64) -> Vec<WindowEntry> {
+        self.fetch_key_range(None, None, from, to)
+    }
+
+    /// The windows of keys within `[low, high]` (`None`: unbounded) by segment, key, start.
+    fn fetch_key_range(
+        &self,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        from: i64,
+        to: i64,
+    ) -> Vec<WindowEntry> {
         let from = from.max(self.min_live());
+        let in_keys = |key: &[u8]| low.is_none_or(|l| key >= l) && high.is_none_or(|h| key <= h);
         let mut all: Vec<_> = self
             .windows
             .iter()
-            .filter(|((_, start), _)| *start >= from && *start <= to)
+            .filter(|((key, start), _)| in_keys(key) && *start >= from && *start <= to)
             .flat_map(|((key, start), values)| {
                 values.iter().map(|value| WindowEntry {
                     key: key.clone(),
@@ -246,10 +281,29 @@ fn step(
                 want,
             )?;
         }
+        Op::FetchKeyRange(k, l, a, b) => check(
+            "fetch_key_range",
+            collect(store.fetch_key_range(k.as_deref(), l.as_deref(), *a, *b))?,
+            model.fetch_key_range(k.as_deref(), l.as_deref(), *a, *b),
+        )?,
+        Op::BackwardFetchKeyRange(k, l, a, b) => {
+            let mut want = model.fetch_key_range(k.as_deref(), l.as_deref(), *a, *b);
+            want.reverse();
+            check(
+                "backward_fetch_key_range",
+                collect(store.backward_fetch_key_range(k.as_deref(), l.as_deref(), *a, *b))?,
+                want,
+            )?;
+        }
         Op::Commit => fx.commit(),
         Op::Reopen => unreachable!("the model test reopens the store itself"),
     }
-    check("stream time", store.stream_time(), model.stream_time)
+    check("stream time", store.stream_time(), model.stream_time)?;
+    check(
+        "aggregated time",
+        store.aggregated_time(),
+        model.record_time,
+    )
 }
 
 fn reopened(fx: &mut OperatorFixture<'_>, store: WindowStore, retain: bool) -> WindowStore {
@@ -258,8 +312,8 @@ fn reopened(fx: &mut OperatorFixture<'_>, store: WindowStore, retain: bool) -> W
     open(fx, retain)
 }
 
-/// Random puts, removes, aggregates, fetches, commits and reopens against a `BTreeMap`
-/// model, with and without retained duplicates: same answers, same stream time, same drop
+/// Random puts, removes, aggregates, fetches (of one key, key ranges with and without
+/// bounds, all keys), commits and reopens against a `BTreeMap` model, with and without retained duplicates: same answers, same stream time, same drop
 /// counts.
 pub fn model(factory: &dyn StoreFactory, mode: Mode) {
     let strategy = (proptest::bool::weighted(0.3), vec(op(), 1..60));
@@ -436,4 +490,103 @@ pub fn retained_duplicates_survive_reopen(factory: &dyn StoreFactory, mode: Mode
         .collect();
     assert_eq!(values, vec![b"1".to_vec(), b"2".to_vec(), b"3".to_vec()]);
     assert_eq!(store.stream_time(), Some(7));
+}
+
+/// What Kafka Streams refuses of a windowed aggregation, changing nothing: a record before 0
+/// has no window (dropped and counted as late), and a retention shorter than the window size
+/// plus grace period, which would expire windows still open, is an `InvalidArgument`.
+pub fn aggregate_refuses_what_kafka_refuses(factory: &dyn StoreFactory, mode: Mode) {
+    let fx = OperatorFixture::new(factory, mode);
+    let store = open(&fx, false);
+    let count = |current: Option<&[u8]>| vec![current.map_or(0, |v| v[0]) + 1];
+    let kind = |result: store_api::Result<PutOutcome>| result.err().map(|err| err.kind());
+    let tumbling = TimeWindows::tumbling(10).expect("windows");
+    assert_eq!(
+        written(store.aggregate(b"k", -1, &tumbling, count)),
+        PutOutcome::Late
+    );
+    let dropped = DropCounts {
+        expired: 0,
+        late: 1,
+    };
+    assert_eq!(store.dropped(), dropped);
+    assert_eq!(store.aggregated_time(), None);
+    // Size 40 plus grace 11 is one more than the retention of 50.
+    let too_long = TimeWindows::tumbling(40)
+        .and_then(|w| w.with_grace(RETENTION - 40 + 1))
+        .expect("windows");
+    assert_eq!(
+        kind(store.aggregate(b"k", 5, &too_long, count)),
+        Some(ErrorKind::InvalidArgument)
+    );
+    assert_eq!(store.stream_time(), None);
+    assert_eq!(fetched(store.all()), Vec::new());
+    // Exactly the retention is enough.
+    let fits = TimeWindows::tumbling(40)
+        .and_then(|w| w.with_grace(RETENTION - 40))
+        .expect("windows");
+    assert_eq!(
+        written(store.aggregate(b"k", 5, &fits, count)),
+        PutOutcome::Written(1)
+    );
+}
+
+/// As in Kafka Streams, retention counts from the latest window start written, not from the
+/// latest record time: a closed window stays fetchable until the window starts move past its
+/// retention, and the record time, which closes windows, survives a reopen.
+pub fn retention_counts_from_window_starts(factory: &dyn StoreFactory, mode: Mode) {
+    let mut fx = OperatorFixture::new(factory, mode);
+    let config = WindowStoreConfig::new(52).with_segment_interval(10);
+    let store = WindowStore::open(fx.store(), config).expect("open");
+    let tumbling = TimeWindows::tumbling(10).expect("windows");
+    let count = |current: Option<&[u8]>| vec![current.map_or(0, |v| v[0]) + 1];
+    assert_eq!(
+        written(store.aggregate(b"k", 5, &tumbling, count)),
+        PutOutcome::Written(1)
+    );
+    assert_eq!(
+        written(store.aggregate(b"k", 59, &tumbling, count)),
+        PutOutcome::Written(1)
+    );
+    assert_eq!(
+        (store.stream_time(), store.aggregated_time()),
+        (Some(50), Some(59))
+    );
+    // Window 0 is closed, but 0 > 50 - 52: still retained (with the record time, 59 - 52
+    // would have expired it).
+    assert_eq!(
+        fetched(store.fetch(b"k", 0, 60)),
+        vec![(0, vec![1]), (50, vec![1])]
+    );
+    fx.commit();
+    drop(store);
+    fx.reopen();
+    let store = WindowStore::open(fx.store(), config).expect("reopen");
+    assert_eq!(store.aggregated_time(), Some(59));
+    // Window 40 closed at 50 by the record time 59 read back, not by the stream time 50.
+    assert_eq!(
+        written(store.aggregate(b"k", 45, &tumbling, count)),
+        PutOutcome::Late
+    );
+}
+
+/// Kafka Streams' windows of a record (`TimeWindows.windowsFor`): every hopping window holding
+/// it, but none starting before 0.
+pub fn aggregate_writes_kafka_windows(factory: &dyn StoreFactory, mode: Mode) {
+    let fx = OperatorFixture::new(factory, mode);
+    let store = open(&fx, false);
+    let hopping = TimeWindows::hopping(10, 5).expect("windows");
+    let count = |current: Option<&[u8]>| vec![current.map_or(0, |v| v[0]) + 1];
+    // At 3: [0, 10) only, not [-5, 5).
+    assert_eq!(
+        written(store.aggregate(b"k", 3, &hopping, count)),
+        PutOutcome::Written(1)
+    );
+    // At 12: [5, 15) and [10, 20).
+    assert_eq!(
+        written(store.aggregate(b"k", 12, &hopping, count)),
+        PutOutcome::Written(2)
+    );
+    let starts: Vec<(i64, Vec<u8>)> = fetched(store.fetch(b"k", i64::MIN, i64::MAX));
+    assert_eq!(starts, vec![(0, vec![1]), (5, vec![1]), (10, vec![1])]);
 }
