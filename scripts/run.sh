@@ -4,16 +4,39 @@
 # results.json, results.csv and SVG charts to compare-results/ (or --out DIR). Arguments are
 # passed on: scripts/run.sh --workloads ycsb_a,ycsb_b --backends rocksdb,redb --records 1000000
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/setup.sh
-if [ ! -x "$CARGO_TARGET_DIR/release/statestore" ]; then
-    # Said before the wait, so a first run does not look hung. RocksDB alone by g++ at
-    # opt-level 2 took 28 and 46 CPU-minutes on the 2-core development machine (2026-12-01);
-    # release builds it at 3. A first run there took 49:54, 48 minutes of it RocksDB.
-    echo "run.sh: first build of the release binary. It compiles RocksDB's C++ fully" \
-        "optimised (roughly 30 to 50 CPU-minutes): on 2 cores expect 15 to 25 minutes," \
-        "up to 50 while other builds share them. Later runs reuse it from" \
-        "$CARGO_TARGET_DIR and start at once; compare itself then takes about 2 minutes." >&2
+
+# RocksDB's C++, compiled fully optimised, is most of a first run: 30 to 50 CPU-minutes on the
+# development machine, during which cargo prints little. Said before the build starts, so a
+# first run does not look hung; silent once RocksDB is in the build cache.
+first_build_notice() {
+    local target_dir=$1
+    if compgen -G "$target_dir/release/deps/liblibrocksdb_sys-*.rlib" >/dev/null; then
+        return
+    fi
+    local cores
+    cores=$(nproc 2>/dev/null || echo 1)
+    cat >&2 <<EOF
+run.sh: first build. Before compare runs, cargo compiles the release binary, and with it the
+C++ of RocksDB fully optimised (and librdkafka's C): 30 to 50 CPU-minutes, so about
+$((30 / cores)) to $((50 / cores)) minutes on this machine's $cores cores, longer while other builds share them.
+It is built once, into $target_dir; later runs start compare at once,
+which then takes about 2 minutes. The build does not overlap the measurements.
+EOF
+}
+
+main() {
+    cd "$(dirname "$0")/.."
+    source scripts/setup.sh
+    first_build_notice "$CARGO_TARGET_DIR"
+    local started=$SECONDS
+    cargo build --release -p statestore-cli
+    if ((SECONDS - started >= 60)); then
+        echo "run.sh: the build took $(((SECONDS - started) / 60)) min; compare starts now" >&2
+    fi
+    "$CARGO_TARGET_DIR/release/statestore" compare "$@"
+}
+
+# Sourced (to test `first_build_notice`), it only defines the functions.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+    main "$@"
 fi
-cargo build --release -p statestore-cli
-"$CARGO_TARGET_DIR/release/statestore" compare "$@"

@@ -1,7 +1,8 @@
-//! The bodies of the `cargo fuzz` targets in `fuzz/`, public so that the targets stay one line
-//! and so that `cargo test` replays the corpus and every input that once crashed through the
-//! very same code (see the tests below). Not part of the API: each function panics when a
-//! property it checks does not hold, which is how libFuzzer learns of a failure.
+//! The bodies of the `cargo fuzz` targets in `fuzz/`, which enable the `fuzzing` feature: here,
+//! so that the targets stay one line and `cargo test` replays the corpus and every input that
+//! once crashed through the very same code (see the tests below). Not part of the API: each
+//! function panics when a property it checks does not hold, which is how libFuzzer learns of a
+//! failure.
 
 use std::path::Path;
 

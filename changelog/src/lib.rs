@@ -8,7 +8,7 @@
 mod checkpoint;
 mod commits;
 mod file;
-#[doc(hidden)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 #[cfg(feature = "kafka")]
 mod kafka;

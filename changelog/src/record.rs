@@ -23,8 +23,8 @@ pub const EPOCH_KEY: &[u8] = b"\0statestore.epoch";
 /// How the records of one [`append_framed`](Changelog::append_framed) are framed into commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Framing {
-    /// Records outside any commit, as every version before commit framing wrote them (and as
-    /// [`append`](Changelog::append) writes them): each one counts as a commit of its own.
+    /// Records outside any commit, as [`append`](Changelog::append) writes them: each one
+    /// counts as a commit of its own.
     Unframed,
     /// Records of a commit that a later append closes; until then no reader applies them.
     Open,
@@ -154,9 +154,7 @@ pub fn check_record(key: &[u8], value_len: usize, max_record_len: usize) -> Resu
 ///   (a commit torn by a crash, or abandoned by a writer that died) are not applied;
 /// - a reader never needs an older marker than the last one it reads: compaction may remove
 ///   all but the latest marker, merging the commits before it, which a reader then applies
-///   together;
-/// - records written before framing existed are unframed, so each one is applied as it is
-///   read, exactly as before.
+///   together.
 ///
 /// A commit abandoned in the middle of the log (its writer died and a new writer restored
 /// the state before it and committed more) would be applied by a later reader together with
@@ -181,7 +179,7 @@ pub fn check_record(key: &[u8], value_len: usize, max_record_len: usize) -> Resu
 /// after the takeover (a pause past its session timeout) can still append, but no reader
 /// applies what it appends, and it learns that it was fenced when its next commit finds the
 /// newer epoch ([`LoggedStore::fence`](crate::LoggedStore::fence)). A log without stamped
-/// records reads as before. Only a log that several processes write needs it: the Kafka and
+/// records is read as all of epoch 0. Only a log that several processes write needs it: the Kafka and
 /// memory logs stamp epochs; the file log, which one process owns through the state
 /// directory's lock, does not.
 pub trait Changelog: Send + Sync + Debug + 'static {

@@ -6,7 +6,6 @@ mod kafka_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use statestore_changelog::{Changelog, KafkaConfig, KafkaLog};
 
@@ -41,22 +40,11 @@ fn kafka_factory(
     }
 }
 
-/// The broker address; announces the run once per process.
-fn broker() -> Option<String> {
-    // Not a `Once`: without a broker the first call panics, and a poisoned `Once` would make
-    // every later test fail with "poisoned" instead of saying how to start one.
-    static ANNOUNCED: AtomicBool = AtomicBool::new(false);
-    if ANNOUNCED.swap(true, Ordering::Relaxed) {
-        kafka_support::bootstrap_quiet()
-    } else {
-        kafka_support::bootstrap("changelog conformance suite")
-    }
-}
-
 // The factory expression is evaluated inside each generated `#[test]` function, so the
-// `return` below ends that test early (after a printed SKIP line) when the developer set
-// STATESTORE_SKIP_KAFKA=1; without a broker and without that variable, `broker()` panics.
+// `return` below ends that test early when there is no broker (see `kafka_support`).
 statestore_conformance::changelog_suite!({
-    let Some(bootstrap) = broker() else { return };
+    let Some(bootstrap) = kafka_support::bootstrap("changelog conformance suite") else {
+        return;
+    };
     kafka_factory(bootstrap)
 });

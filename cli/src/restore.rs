@@ -207,8 +207,7 @@ fn restore_task(
     if args.fresh || !store_dir.exists() {
         wipe_store(&store_dir, &task, log)?;
     }
-    let factory = statestore::factory(&args.backend)
-        .ok_or_else(|| format!("unknown backend {:?}", args.backend))?;
+    let factory = statestore::resolve(&args.backend)?;
     let options = args.options.clone().unwrap_or(BackendOptions::Null);
     let store: Arc<dyn KeyValueStore> = task.open_store(factory, &args.store, &options)?;
     let mut progress = Progress::new(format!("task {id} {}/{}", args.backend, args.store));

@@ -19,7 +19,7 @@ const BODY_FIXED_LEN: usize = RECORD_HEADER_LEN - RECORD_PREFIX_LEN;
 /// The value length that marks a tombstone (no value bytes follow).
 const TOMBSTONE: u32 = u32::MAX;
 /// Flag in the key length of a record inside a commit. Keys are at most 64 KiB, so the top
-/// bits of their length are free; records written before framing have them clear.
+/// bits of their length are free; unframed records have them clear.
 const FRAMED_FLAG: u32 = 1 << 31;
 /// Flag, with [`FRAMED_FLAG`], in the key length of a commit marker.
 const MARKER_FLAG: u32 = 1 << 30;

@@ -2,16 +2,15 @@
 //! tansu broker that a test can stop and restart.
 //!
 //! The tests run against the broker named by `STATESTORE_KAFKA_BOOTSTRAP` (start one with
-//! `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)`). Without it they fail, unless
-//! `STATESTORE_SKIP_KAFKA=1` says the developer has no broker; either way they print a line
-//! that `cargo test` shows even while it captures output.
+//! `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)`); without it they pass
+//! without running, after one SKIP line (see `statestore_test_support`).
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test binary uses a different part of this module"
 )]
 
-use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -19,64 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use statestore_changelog::KafkaConfig;
+pub use statestore_test_support::{announce, kafka_bootstrap as bootstrap};
 
-/// The broker's `host:port`.
-pub const BOOTSTRAP_ENV: &str = "STATESTORE_KAFKA_BOOTSTRAP";
-/// Set to `1` to skip the Kafka tests on a machine without the broker.
-pub const SKIP_ENV: &str = "STATESTORE_SKIP_KAFKA";
 /// The tansu binary for tests that run their own broker (default: the patched one that
 /// `scripts/broker.sh` builds, see its `bin` command).
 pub const TANSU_ENV: &str = "STATESTORE_TANSU_BIN";
-
-/// Writes `line` to the real stdout, past the test harness's capture.
-pub fn announce(line: &str) {
-    let mut stdout = std::io::stdout();
-    let _ = stdout.write_all(format!("{line}\n").as_bytes());
-    let _ = stdout.flush();
-}
-
-/// True when the developer asked to skip the Kafka tests.
-pub fn skipped() -> bool {
-    std::env::var(SKIP_ENV).is_ok_and(|v| v == "1")
-}
-
-/// The bootstrap address of the test broker, announced as used by `test`, or `None` (after
-/// printing a SKIP line) when `STATESTORE_SKIP_KAFKA=1`.
-///
-/// # Panics
-/// When neither variable is set: the Kafka tests must not pass without running.
-pub fn bootstrap(test: &str) -> Option<String> {
-    find_broker(Some(test))
-}
-
-/// [`bootstrap`] without the announcement, for the second and later tests of a suite.
-pub fn bootstrap_quiet() -> Option<String> {
-    find_broker(None)
-}
-
-fn find_broker(test: Option<&str>) -> Option<String> {
-    match std::env::var(BOOTSTRAP_ENV) {
-        Ok(addr) if !addr.trim().is_empty() => {
-            if let Some(test) = test {
-                announce(&format!(
-                    "statestore-kafka: {test} runs against the broker at {addr}"
-                ));
-            }
-            Some(addr)
-        }
-        _ if skipped() => {
-            if let Some(test) = test {
-                announce(&format!("statestore-kafka: SKIP {test}: {SKIP_ENV}=1"));
-            }
-            None
-        }
-        _ => panic!(
-            "{BOOTSTRAP_ENV} is not set, so the Kafka tests have no broker. Start one with \
-             `export {BOOTSTRAP_ENV}=$(scripts/broker.sh start)` (stop it with \
-             `scripts/broker.sh stop`), or set {SKIP_ENV}=1 to skip the Kafka tests."
-        ),
-    }
-}
 
 /// A name no other test run has used: `<prefix>-<pid>-<time>-<counter>`.
 pub fn unique(prefix: &str) -> String {

@@ -137,15 +137,15 @@ pub fn commit_marker_closes_each_commit(factory: &dyn ChangelogFactory) {
     assert_eq!(expected[2].op, marker_op());
 }
 
-/// Records appended without framing (as every version before framing wrote them) each
-/// restore on their own, before, between and after framed commits.
-pub fn unframed_records_restore_as_before(factory: &dyn ChangelogFactory) {
-    let fx = ChangelogFixture::new(factory, "unframed_records_restore_as_before");
+/// Records appended without framing each restore on their own, before, between and after
+/// framed commits.
+pub fn unframed_records_restore_one_by_one(factory: &dyn ChangelogFactory) {
+    let fx = ChangelogFixture::new(factory, "unframed_records_restore_one_by_one");
     let log = fx.log();
     let mut model = Map::new();
-    let legacy = commit_ops(100, 6);
-    append(log, &legacy);
-    legacy.iter().for_each(|op| apply(&mut model, op.clone()));
+    let unframed = commit_ops(100, 6);
+    append(log, &unframed);
+    unframed.iter().for_each(|op| apply(&mut model, op.clone()));
     assert_restores_to(log, &model, "unframed records only");
     commit(log, &mut model, &commit_ops(1, 5));
     let last = commit_ops(101, 3);

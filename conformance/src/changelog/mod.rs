@@ -14,7 +14,7 @@
 //! - `start_offset` and `end_offset` as records are appended;
 //! - reopen: records, tombstones and the end offset survive, appends continue at the old end;
 //! - readers on several threads while one appends, and appenders racing each other;
-//! - commit framing: markers close commits, unframed (older) records restore as before, a
+//! - commit framing: markers close commits, unframed records restore one by one, a
 //!   commit torn at the tail after any number of its records is not restored, commits
 //!   abandoned halfway by dying writers are never applied by any later restore, a tailing
 //!   [`CommitReader`](statestore_changelog::CommitReader) releases whole commits only;
@@ -135,7 +135,7 @@ macro_rules! __changelog_cases {
             }
             framing {
                 commit_marker_closes_each_commit
-                unframed_records_restore_as_before
+                unframed_records_restore_one_by_one
                 torn_commit_at_tail_is_not_restored
                 abandoned_commits_are_never_applied
                 commit_reader_releases_whole_commits

@@ -93,8 +93,7 @@ fn topic(store: &str) -> String {
 fn write_logs(logs: &Path, partition: u32, keys: u64) -> Result<u64> {
     let open = |store: &str| -> Result<LoggedStore> {
         let dir = logs.join(format!("memory-{store}-{partition}"));
-        let memory = statestore::factory("memory")
-            .ok_or_else(|| Error::invalid("the memory backend is not compiled in"))?;
+        let memory = statestore::resolve("memory")?;
         let inner: Arc<dyn KeyValueStore> = Arc::from(memory.open(&dir, &serde_json::Value::Null)?);
         let log = FileLog::open(logs, &topic(store), partition, FileLogConfig::default())?;
         let checkpoint = Arc::new(statestore_changelog::Checkpoint::open(
@@ -183,8 +182,7 @@ fn restore_all(
 /// `statestore-tasks`' `Task::open` does on Kafka changelogs.
 fn open_task(state: &StateDirectory, logs: &Path, backend: &str, partition: u32) -> Result<Opened> {
     let dir = state.task(TaskId::new(0, partition))?;
-    let factory = statestore::factory(backend)
-        .ok_or_else(|| Error::invalid(format!("unknown backend {backend:?}")))?;
+    let factory = statestore::resolve(backend)?;
     let mut stores = Vec::with_capacity(STORES.len());
     for store in STORES {
         let inner = dir.open_store(factory, store, &serde_json::Value::Null)?;

@@ -30,18 +30,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
 const SESSION_TIMEOUT_MS: u64 = 20_000;
 
 fn bootstrap(test: &str) -> Option<String> {
-    match std::env::var("STATESTORE_KAFKA_BOOTSTRAP") {
-        Ok(addr) if !addr.trim().is_empty() => Some(addr),
-        _ if std::env::var("STATESTORE_SKIP_KAFKA").is_ok_and(|v| v == "1") => {
-            println!("partitioned-wordcount: SKIP {test}: STATESTORE_SKIP_KAFKA=1");
-            None
-        }
-        _ => panic!(
-            "STATESTORE_KAFKA_BOOTSTRAP is not set; start a broker with \
-             `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)` or set \
-             STATESTORE_SKIP_KAFKA=1"
-        ),
-    }
+    statestore_test_support::kafka_bootstrap(test)
 }
 
 fn unique(prefix: &str) -> String {

@@ -54,12 +54,7 @@ impl Logged {
         application: &str,
         store: &str,
     ) -> Result<Logged> {
-        let factory = statestore::factory(backend).ok_or_else(|| {
-            let names = statestore::backend_names().join(", ");
-            Error::invalid(format!(
-                "unknown backend {backend:?}; choose one of {names}"
-            ))
-        })?;
+        let factory = statestore::resolve(backend)?;
         let state = StateDirectory::open(state_dir, application)?;
         let task = state.task(TaskId::new(0, 0))?;
         let inner = task.open_store(factory, store, &Value::Null)?;

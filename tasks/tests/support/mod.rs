@@ -2,16 +2,16 @@
 //! a replay of changelog topics.
 //!
 //! The tests run against the broker named by `STATESTORE_KAFKA_BOOTSTRAP` (start one with
-//! `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)`). Without it they fail, unless
-//! `STATESTORE_SKIP_KAFKA=1` says the developer has no broker; then they print a SKIP line.
+//! `export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)`); without it they pass
+//! without running, after one SKIP line (see `statestore_test_support`).
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test binary uses a different part of this module"
 )]
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -22,33 +22,7 @@ use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, Kafk
 use statestore_tasks::{POSITION_KEY, ProcessorContext, StoreSpec, TasksConfig};
 use store_api::BatchOp;
 
-pub const BOOTSTRAP_ENV: &str = "STATESTORE_KAFKA_BOOTSTRAP";
-pub const SKIP_ENV: &str = "STATESTORE_SKIP_KAFKA";
-
-/// Writes `line` to the real stdout, past the test harness's capture.
-pub fn announce(line: &str) {
-    let mut stdout = std::io::stdout();
-    let _ = stdout.write_all(format!("{line}\n").as_bytes());
-    let _ = stdout.flush();
-}
-
-/// The broker's address, or `None` after a SKIP line when `STATESTORE_SKIP_KAFKA=1`.
-///
-/// # Panics
-/// When neither variable is set: the Kafka tests must not pass without running.
-pub fn bootstrap(test: &str) -> Option<String> {
-    match std::env::var(BOOTSTRAP_ENV) {
-        Ok(addr) if !addr.trim().is_empty() => Some(addr),
-        _ if std::env::var(SKIP_ENV).is_ok_and(|v| v == "1") => {
-            announce(&format!("statestore-tasks: SKIP {test}: {SKIP_ENV}=1"));
-            None
-        }
-        _ => panic!(
-            "{BOOTSTRAP_ENV} is not set, so the task tests have no broker. Start one with \
-             `export {BOOTSTRAP_ENV}=$(scripts/broker.sh start)`, or set {SKIP_ENV}=1 to skip."
-        ),
-    }
-}
+pub use statestore_test_support::{announce, kafka_bootstrap as bootstrap};
 
 /// A name no other test run has used.
 pub fn unique(prefix: &str) -> String {

@@ -1,10 +1,8 @@
 //! Read-your-writes through a `LoggedStore`: reads merge the uncommitted buffer over the store.
 
-mod logged_common;
-
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
-use logged_common::{collect, kv, logged_in_memory, scan};
+use crate::logged_common::{self, collect, kv, logged_in_memory, scan};
 use statestore_changelog::{Changelog, LoggedStoreConfig, RecordKind};
 use store_api::{ErrorKind, KeyValueStore, WriteBatch};
 

@@ -4,18 +4,16 @@
 //!
 //! ```text
 //! cargo test --release -p statestore-changelog --no-default-features \
-//!     --test logged_rates -- --ignored --nocapture --test-threads=1
+//!     --test local logged_rates:: -- --ignored --nocapture --test-threads=1
 //! ```
 //! `STATESTORE_RESTORE_RECORDS` and `STATESTORE_PUTS` change the counts. Keys are 24 bytes and
 //! values 150, as in the benches; every key is distinct.
-
-mod logged_common;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use logged_common::{TOPIC, memory_store};
+use crate::logged_common::{TOPIC, memory_store};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use statestore_changelog::{

@@ -2,12 +2,10 @@
 //! partition (memory log handles sharing the records), the old one appending after the new one
 //! took over.
 
-mod logged_common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use logged_common::{TOPIC, checkpoint, memory_store, replay, scan};
+use crate::logged_common::{TOPIC, checkpoint, memory_store, replay, scan};
 use statestore_changelog::{
     Changelog, CommitPolicy, CommitReader, EPOCH_KEY, Framing, LoggedStore, LoggedStoreConfig,
     MemoryLog, NoopRestoreListener, restore,

@@ -6,13 +6,11 @@
 //! the checkpoint rewrite fail. `ReopenableLog` delegates every call to a real `FileLog` and
 //! only lets the test reopen that log on its directory, as a restarted process would.
 
-mod logged_common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
 
-use logged_common::{TOPIC, checkpoint, file_log, memory_store, replay, scan};
+use crate::logged_common::{self, TOPIC, checkpoint, file_log, memory_store, replay, scan};
 use parking_lot::RwLock;
 use statestore_changelog::{
     Changelog, ChangelogRecord, FileLog, Framing, LoggedStore, LoggedStoreConfig, read_checkpoint,

@@ -1,13 +1,11 @@
 //! A `LoggedStore` against a `BTreeMap` model: random writes, reads, commits (explicit and
 //! automatic) and crashes followed by a restore.
 
-mod logged_common;
-
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use logged_common::{TOPIC, checkpoint, collect, memory_store, replay, scan};
+use crate::logged_common::{TOPIC, checkpoint, collect, memory_store, replay, scan};
 use proptest::prelude::*;
 use statestore_changelog::{LoggedStore, LoggedStoreConfig, MemoryLog};
 use store_api::bounds::as_ref_bound as as_ref;

@@ -1,10 +1,8 @@
 //! Restore on open: from the checkpoint when the log covers it, otherwise wipe and replay all.
 
-mod logged_common;
-
 use std::sync::Arc;
 
-use logged_common::{Recorder, TOPIC, checkpoint, file_log, memory_store, replay, scan};
+use crate::logged_common::{Recorder, TOPIC, checkpoint, file_log, memory_store, replay, scan};
 use statestore_changelog::{
     Changelog, Checkpoint, FileLog, FileLogConfig, Framing, LoggedStore, LoggedStoreConfig,
     MemoryLog, read_checkpoint,
