@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use store_api::{BackendFactory, BackendOptions, Error, KeyValueStore, Result};
+use store_api::{BackendFactory, BackendOptions, Error, ErrorKind, KeyValueStore, Result};
 
 use crate::checkpoint::{CHECKPOINT_FILE, Checkpoint};
 
@@ -339,6 +339,41 @@ impl TaskDirectory {
     ) -> Result<Arc<dyn KeyValueStore>> {
         let dir = self.store_dir(factory.name(), store_name)?;
         Ok(Arc::from(factory.open(&dir, options)?))
+    }
+
+    /// Opens store `store_name` as [`open_store`](TaskDirectory::open_store) does, for a store
+    /// that its changelog restores: a store its backend finds damaged (`Corruption`, as a
+    /// backend that is not crash-safe can leave it after a kill) is wiped and opened empty,
+    /// and the restore then replays its whole changelog, since a checkpoint never vouches for
+    /// an empty store. Kafka Streams treats corrupted task state the same way. Returns the
+    /// store and whether it was wiped.
+    ///
+    /// # Errors
+    /// As [`open_store`](TaskDirectory::open_store), except `Corruption`; `Io` when the
+    /// damaged store cannot be removed.
+    pub fn open_logged_store(
+        &self,
+        factory: &dyn BackendFactory,
+        store_name: &str,
+        options: &BackendOptions,
+    ) -> Result<(Arc<dyn KeyValueStore>, bool)> {
+        let dir = self.store_dir(factory.name(), store_name)?;
+        match factory.open(&dir, options) {
+            Ok(store) => Ok((Arc::from(store), false)),
+            Err(err) if err.kind() == ErrorKind::Corruption => {
+                tracing::warn!(
+                    task = %self.id,
+                    store = store_name,
+                    %err,
+                    "the local store is damaged: wiped, to be restored from its changelog"
+                );
+                fs::remove_dir_all(&dir)
+                    .map_err(|err| Error::io(format!("removing {}", dir.display()), err))?;
+                let dir = self.store_dir(factory.name(), store_name)?;
+                Ok((Arc::from(factory.open(&dir, options)?), true))
+            }
+            Err(err) => Err(err),
+        }
     }
 }
 

@@ -66,7 +66,7 @@ impl Standby {
         let mut stores = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
             let factory = statestore::resolve(&spec.backend)?;
-            let store = dir.open_store(factory, &spec.name, &spec.options)?;
+            let (store, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
             // Read only: a standby opens no producer.
             let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
             stores.push((store, log, spec.logged.restore_batch_records));

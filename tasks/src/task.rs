@@ -90,7 +90,7 @@ impl Task {
         let mut slots = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
             let factory = statestore::resolve(&spec.backend)?;
-            let inner = dir.open_store(factory, &spec.name, &spec.options)?;
+            let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
             let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
             let checkpoint = Arc::clone(dir.checkpoint());
             // The task alone decides when its stores commit: at a record boundary, with its

@@ -30,6 +30,8 @@ const MAX_RUN: Duration = Duration::from_secs(180);
 pub struct Stack {
     pub store: LoggedStore,
     pub log: Arc<FileLog>,
+    /// The backend found the store damaged: it was wiped and restored from the log.
+    pub wiped: bool,
     _task: TaskDirectory,
     _state: StateDirectory,
 }
@@ -39,8 +41,9 @@ pub fn open_stack(root: &Path, backend: &str, listener: &mut dyn RestoreListener
     let state = StateDirectory::open(&root.join("state"), APPLICATION).expect("state dir");
     let task = state.task(TaskId::new(0, 0)).expect("task dir");
     let factory = statestore::factory(backend).expect("backend compiled in");
-    let inner = task
-        .open_store(factory, STORE, &Value::Null)
+    // A store the backend finds damaged is wiped and restored whole from the log.
+    let (inner, wiped) = task
+        .open_logged_store(factory, STORE, &Value::Null)
         .expect("open store");
     let topic = state.changelog_topic(STORE).expect("topic");
     let config = FileLogConfig {
@@ -60,6 +63,7 @@ pub fn open_stack(root: &Path, backend: &str, listener: &mut dyn RestoreListener
     Stack {
         store,
         log,
+        wiped,
         _task: task,
         _state: state,
     }

@@ -324,3 +324,58 @@ fn a_commit_abandoned_halfway_is_never_applied_on_any_backend() {
         assert_eq!(scan(&again), after_second, "{backend}: reopened again");
     }
 }
+
+/// A store its backend finds damaged: `open_store` reports it, and `open_logged_store` wipes it,
+/// so the restore rebuilds it whole from its changelog.
+#[test]
+fn a_damaged_store_is_wiped_and_rebuilt_whole_from_its_changelog() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = statestore_changelog::StateDirectory::open(&dir.path().join("state"), "app")
+        .expect("state dir");
+    let task = state
+        .task(statestore_changelog::TaskId::new(0, 0))
+        .expect("task dir");
+    let factory = statestore::factory("redb").expect("redb is compiled in");
+    let options = serde_json::Value::Null;
+    let log: Arc<dyn Changelog> = Arc::new(
+        FileLog::open(&dir.path().join("log"), TOPIC, 0, FileLogConfig::default()).expect("log"),
+    );
+    {
+        let (inner, wiped) = task
+            .open_logged_store(factory, "s", &options)
+            .expect("open");
+        assert!(!wiped);
+        let (store, _) = open(&inner, Arc::clone(&log), task.checkpoint(), 100);
+        for i in 0..300 {
+            let BatchOp::Put { key, value } = put_op(i, 1) else {
+                unreachable!()
+            };
+            store.put(&key, &value).expect("put");
+        }
+        store.commit().expect("commit");
+        store.close().expect("close");
+    }
+    let store_dir = task.store_dir("redb", "s").expect("store dir");
+    for entry in std::fs::read_dir(&store_dir).expect("list") {
+        let path = entry.expect("entry").path();
+        if path.is_file() {
+            std::fs::write(&path, b"not a database at all").expect("damage");
+        }
+    }
+    let Err(err) = task.open_store(factory, "s", &options) else {
+        panic!("a damaged store opened");
+    };
+    assert_eq!(err.kind(), store_api::ErrorKind::Corruption, "{err}");
+    let (inner, wiped) = task
+        .open_logged_store(factory, "s", &options)
+        .expect("wiped and opened");
+    assert!(wiped);
+    let (store, recorder) = open(&inner, log, task.checkpoint(), 100);
+    assert_eq!(recorder.records(), 300);
+    for i in 0..300 {
+        let BatchOp::Put { key, value } = put_op(i, 1) else {
+            unreachable!()
+        };
+        assert_eq!(store.get(&key).expect("get"), Some(value), "key {i}");
+    }
+}
