@@ -20,6 +20,9 @@ pub const COMMIT_MARKER_KEY: &[u8] = b"\xffstatestore\x00commit\xff";
 /// [`LoggedStore`](crate::LoggedStore) refuses writes of it.
 pub const EPOCH_KEY: &[u8] = b"\0statestore.epoch";
 
+/// The longest topic name Kafka accepts, in bytes; changelog topic names keep to it everywhere.
+pub(crate) const MAX_TOPIC_LEN: usize = 249;
+
 /// How the records of one [`append_framed`](Changelog::append_framed) are framed into commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Framing {

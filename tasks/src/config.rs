@@ -5,14 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use statestore_changelog::{KafkaConfig, LoggedStoreConfig};
+use statestore_changelog::{KafkaConfig, LoggedStoreConfig, validate_topic};
 
 use crate::outputs::ProductionErrorPolicy;
 use store_api::{Error, Result};
-
-/// The longest Kafka Streams accepts for an application id; the changelog topic adds the store
-/// name and `-changelog`, and a topic may have 249 bytes.
-const MAX_TOPIC_LEN: usize = 249;
 
 /// How partitions are spread over the instances of a group (librdkafka's
 /// `partition.assignment.strategy`).
@@ -193,9 +189,9 @@ impl TasksConfig {
         }
         let mut seen = std::collections::BTreeSet::new();
         for input in &self.input_topics {
-            if !is_kafka_name(input) || input.len() > MAX_TOPIC_LEN {
+            if let Err(err) = validate_topic(input) {
                 return Err(Error::invalid(format!(
-                    "input topic {input:?} is not a Kafka topic name"
+                    "input topic {input:?} is not a Kafka topic name: {err}"
                 )));
             }
             if !seen.insert(input) {
@@ -304,20 +300,12 @@ impl TasksConfig {
 /// # Errors
 /// `InvalidArgument` naming the id and the rule.
 pub fn validate_application_id(id: &str) -> Result<()> {
-    if id.is_empty() || !is_kafka_name(id) || id == "." || id == ".." {
+    if let Err(err) = validate_topic(id) {
         return Err(Error::invalid(format!(
-            "application_id {id:?} is not valid: it must be non-empty and contain only ASCII \
-             letters, digits, '.', '_' and '-'"
+            "application_id {id:?} is not valid, as a part of topic names: {err}"
         )));
     }
     Ok(())
-}
-
-fn is_kafka_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 #[cfg(test)]

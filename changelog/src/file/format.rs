@@ -4,7 +4,7 @@
 use store_api::limits::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use store_api::{BatchOp, Error, Result};
 
-use crate::record::RecordKind;
+use crate::record::{MAX_TOPIC_LEN, RecordKind};
 
 /// Magic bytes opening every segment; the last byte is the format version.
 pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"SSCLOG\0\x01";
@@ -192,13 +192,13 @@ pub(crate) fn decode(raw: &[u8]) -> std::result::Result<RecordView<'_>, String> 
 /// longer than Kafka's limit of 249 bytes.
 pub(crate) fn validate_topic(topic: &str) -> Result<()> {
     let bad = topic.is_empty()
-        || topic.len() > 249
+        || topic.len() > MAX_TOPIC_LEN
         || topic.contains(['/', '\\', '\0'])
         || topic.contains("..");
     if bad {
         return Err(Error::invalid(format!(
-            "invalid changelog topic name {topic:?}: it must be 1 to 249 bytes without '/', \
-             '\\', '..' or NUL"
+            "invalid changelog topic name {topic:?}: it must be 1 to {MAX_TOPIC_LEN} bytes \
+             without '/', '\\', '..' or NUL"
         )));
     }
     Ok(())

@@ -12,7 +12,6 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use store_api::{Error, Result};
 
@@ -297,21 +296,10 @@ impl KafkaClients {
             record = record.payload(value);
         }
         deliveries.sending();
-        loop {
-            match producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Err((err, _)) => {
-                    deliveries.reported(None);
-                    return Err(convert(&format!("queueing a record to {topic}"), err));
-                }
-            }
-        }
+        producer::send(&producer, record, deadline).map_err(|err| {
+            deliveries.reported(None);
+            convert(&format!("queueing a record to {topic}"), err)
+        })
     }
 
     /// Waits until every record queued on the producer (sent or appended, by any caller) is

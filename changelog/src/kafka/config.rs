@@ -8,6 +8,8 @@ use rdkafka::ClientConfig;
 use serde::{Deserialize, Serialize};
 use store_api::{Error, Result};
 
+use crate::record::MAX_TOPIC_LEN;
+
 /// The placeholder printed instead of a secret property value.
 pub const REDACTED: &str = "[redacted]";
 
@@ -22,9 +24,6 @@ const SECRET_MARKERS: &[&str] = &[
     "credential",
     "oauthbearer.config",
 ];
-
-/// The longest Kafka topic name, in bytes.
-const MAX_TOPIC_LEN: usize = 249;
 
 /// Producer and consumer settings the log's guarantees rest on, with the one value accepted
 /// for each. A property may repeat the value; any other value is refused.

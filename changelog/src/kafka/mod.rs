@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use store_api::{BatchOp, Error, Result};
 
 pub use clients::{Deliveries, KafkaClients};
-pub use config::KafkaConfig;
+pub use config::{KafkaConfig, validate_topic};
 
 /// Not part of the API: the admin client's `block_on` and the conversion of librdkafka errors,
 /// for the workspace's tasks crate, which talks to the same brokers.

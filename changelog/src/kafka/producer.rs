@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use rdkafka::ClientConfig;
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig, ThreadedProducer,
 };
@@ -204,6 +204,33 @@ pub fn new_producer(
         .map_err(|err| convert("creating the kafka producer", err))
 }
 
+/// Hands `record` to librdkafka, waiting while its queue is full until `deadline`.
+///
+/// # Errors
+/// The producer's refusal: the queue still full at the deadline, or a record it cannot send.
+pub fn send<K, P>(
+    producer: &ThreadedProducer<DeliveryContext>,
+    mut record: BaseRecord<'_, K, P, Arc<Delivery>>,
+    deadline: Instant,
+) -> std::result::Result<(), KafkaError>
+where
+    K: ToBytes + ?Sized,
+    P: ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                if Instant::now() < deadline =>
+            {
+                record = back;
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err((err, _)) => return Err(err),
+        }
+    }
+}
+
 /// Drops every record still queued or in flight, so none of a failed call is sent after the
 /// call returned (it would land after a later call's records and reorder the changelog).
 pub fn purge(producer: &ThreadedProducer<DeliveryContext>) {
@@ -328,18 +355,7 @@ impl Appender {
         if let Some(value) = op.value() {
             record = record.payload(value);
         }
-        loop {
-            match producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Err((err, _)) => return Err(convert("queueing a changelog record", err)),
-            }
-        }
+        send(producer, record, deadline).map_err(|err| convert("queueing a changelog record", err))
     }
 
     fn doing(&self, count: usize) -> String {
