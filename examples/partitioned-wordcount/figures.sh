@@ -10,7 +10,7 @@
 #   examples/partitioned-wordcount/figures.sh [KEYS]    (default 1000000 distinct keys)
 #
 # Environment: STATESTORE_KAFKA_BOOTSTRAP (default 127.0.0.1:19092), BACKEND (default rocksdb),
-# SESSION_TIMEOUT_MS (default 10000), PROFILE (default release; `dev` for the test build, whose
+# SESSION_TIMEOUT_MS (default 10000), PROFILE (default release; `test` for the test build, whose
 # dependencies are optimised too), STANDBYS (the standby counts whose failover is measured,
 # default "0 1"; empty runs no failover), RESTORE (default 1; 0 skips the restore figures),
 # BROKER_PID (the broker's process on this machine: the restore figures then add the CPU time
@@ -28,7 +28,7 @@ RESTORE="${RESTORE:-1}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PROFILE="${PROFILE:-release}"
 cargo build --profile "$PROFILE" -q -p partitioned-wordcount --manifest-path "$ROOT/Cargo.toml"
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")/partitioned-wordcount"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$([[ $PROFILE == dev || $PROFILE == test ]] && echo debug || echo "$PROFILE")/partitioned-wordcount"
 WORK=$(mktemp -d)
 RUN="$$-$(date +%s)"
 TOPIC="figures-words-$RUN"

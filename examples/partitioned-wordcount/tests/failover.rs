@@ -237,6 +237,36 @@ impl Instance {
 /// Waits until the group's committed offsets reach the end of every input partition: every
 /// record is in the state (the group offset is committed after the stores).
 fn wait_complete(bootstrap: &str, topic: &str, app: &str, timeout: Duration) {
+    if let Err(why) = complete_within(bootstrap, topic, app, timeout) {
+        panic!("{why}");
+    }
+}
+
+/// As [`wait_complete`], printing what `instances` logged when it fails.
+fn wait_complete_logged(
+    bootstrap: &str,
+    topic: &str,
+    app: &str,
+    timeout: Duration,
+    instances: &mut [&mut Instance],
+) {
+    if let Err(why) = complete_within(bootstrap, topic, app, timeout) {
+        for (index, instance) in instances.iter_mut().enumerate() {
+            let log = instance.drain();
+            let start = log.len().saturating_sub(60);
+            eprintln!("instance {index}, last lines: {:#?}", &log[start..]);
+        }
+        panic!("{why}");
+    }
+}
+
+/// Whether the group's offsets reach the end of every input partition within `timeout`.
+fn complete_within(
+    bootstrap: &str,
+    topic: &str,
+    app: &str,
+    timeout: Duration,
+) -> Result<(), String> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", app)
@@ -246,14 +276,13 @@ fn wait_complete(bootstrap: &str, topic: &str, app: &str, timeout: Duration) {
     loop {
         // A loaded broker may not answer in time: that is "not yet", until the deadline.
         let last = match group_progress(&consumer, topic) {
-            Ok((committed, ends)) if committed == ends => return,
+            Ok((committed, ends)) if committed == ends => return Ok(()),
             Ok((committed, ends)) => format!("group offsets {committed:?} of {ends:?}"),
             Err(err) => format!("reading the offsets failed: {err}"),
         };
-        assert!(
-            Instant::now() < deadline,
-            "not complete within {timeout:?}: {last}"
-        );
+        if Instant::now() >= deadline {
+            return Err(format!("not complete within {timeout:?}: {last}"));
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -319,7 +348,13 @@ fn killing_the_leader_while_it_commits_and_a_join_keep_counts_exact() {
     // B owns tasks, processes the second round and commits every 50 ms when it is killed.
     produce(&bootstrap, &topic, n, 2 * n);
     b.kill();
-    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    wait_complete_logged(
+        &bootstrap,
+        &topic,
+        &app,
+        Duration::from_secs(240),
+        &mut [&mut a, &mut c],
+    );
 
     let d = Instance::start(&bootstrap, &topic, &app, dirs[3].path());
     produce(&bootstrap, &topic, 2 * n, 3 * n);
@@ -626,7 +661,13 @@ fn leader_and_follower_kills_disk_loss_and_standby_promotion_keep_counts_exact()
     wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
     produce(&bootstrap, &topic, 2 * n, 3 * n);
     b.kill();
-    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    wait_complete_logged(
+        &bootstrap,
+        &topic,
+        &app,
+        Duration::from_secs(240),
+        &mut [&mut c],
+    );
     let d = start(dirs[3].path());
     produce(&bootstrap, &topic, 3 * n, 4 * n);
     c.kill();
