@@ -274,8 +274,15 @@ impl Application {
         }
         if let Err(err) = commit_group(&self.consumer, &offsets) {
             // The stores hold the positions; the group offset is a floor and for monitoring,
-            // and a commit racing a rebalance is refused.
+            // and a commit racing a rebalance is refused. It is tried again at the next
+            // commit: otherwise a task with no new record would leave it behind for good.
             tracing::warn!(%err, "committing the group offsets failed");
+            let mut tasks = self.shared.tasks.lock();
+            for (_, partition, _) in &offsets {
+                if let Some(task) = tasks.get_mut(partition) {
+                    task.committed_offset.fill(None);
+                }
+            }
         }
         self.last_commit = Instant::now();
         self.cleanup()

@@ -289,6 +289,9 @@ impl Shared {
             consumer
                 .resume(&resumed)
                 .map_err(|err| convert("resuming a restored task's partitions", err))?;
+            // The group's offsets may lag the stores' positions (a group commit refused while
+            // the group rebalanced): the next commit brings them up to the positions.
+            task.committed_offset.clone_from(&restoring.floors);
             let restored = task.restored();
             tracing::info!(task = %task.id, next = ?task.next_offset, ?restored, "task assigned");
             let next_offsets = self

@@ -17,7 +17,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
 use statestore_tasks::POSITION_KEY;
@@ -580,6 +580,45 @@ fn an_instance_runs_one_set_of_kafka_clients_for_all_its_tasks_and_standbys() {
     for instance in instances {
         instance.stop();
     }
+}
+
+/// A group offset left behind the stores' positions (a group commit refused while the group
+/// rebalanced) is brought up by the task's next owner, with no new record to process, and
+/// nothing is counted twice: the stores' positions, not the group offset, say where to resume.
+#[test]
+fn a_group_offset_behind_the_stores_is_brought_up_without_new_records() {
+    let Some(bootstrap) =
+        bootstrap("a_group_offset_behind_the_stores_is_brought_up_without_new_records")
+    else {
+        return;
+    };
+    let (app, topic) = (unique("pwc-floor"), unique("pwc-floor-words"));
+    let n = lines();
+    produce(&bootstrap, &topic, 0, n);
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Instance::start(&bootstrap, &topic, &app, dir.path());
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(120));
+    a.stop();
+    // What a refused group commit leaves: the group's offsets behind the stores.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", &app)
+        .create()
+        .expect("consumer");
+    let mut behind = TopicPartitionList::new();
+    for partition in 0..4 {
+        behind
+            .add_partition_offset(&topic, partition, Offset::Offset(1))
+            .expect("offset");
+    }
+    consumer
+        .commit(&behind, CommitMode::Sync)
+        .expect("move the group offsets back");
+    assert!(complete_within(&bootstrap, &topic, &app, Duration::from_secs(1)).is_err());
+    let a = Instance::start(&bootstrap, &topic, &app, dir.path());
+    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(60));
+    a.stop();
+    assert_exact(&bootstrap, &app, n);
 }
 
 /// `local-restore` (the figures' restore without a broker) checks what each restore rebuilt
