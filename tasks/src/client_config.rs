@@ -9,6 +9,10 @@ use crate::config::TasksConfig;
 /// that found records.
 const TANSU_FETCH_WAIT_MS: &str = "20";
 
+/// How often the group consumer's statistics (and so the tasks' lag metric) are refreshed,
+/// unless the properties say otherwise.
+const STATISTICS_INTERVAL_MS: &str = "5000";
+
 /// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`.
 pub(crate) fn unique_client_id(application_id: &str) -> String {
     let nanos = std::time::SystemTime::now()
@@ -34,6 +38,10 @@ pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
     let mut client = base_config(config);
     if config.tansu_workarounds && client.get("fetch.wait.max.ms").is_none() {
         client.set("fetch.wait.max.ms", TANSU_FETCH_WAIT_MS);
+    }
+    if client.get("statistics.interval.ms").is_none() {
+        // The tasks' lag metric comes from librdkafka's statistics.
+        client.set("statistics.interval.ms", STATISTICS_INTERVAL_MS);
     }
     client
         .set("group.id", &config.application_id)

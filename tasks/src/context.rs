@@ -125,5 +125,6 @@ where
         return Err(err);
     }
     task.next_offset[topic] = Some(offset + 1);
+    task.metrics.records.increment(1);
     Ok((true, task.needs_commit()))
 }

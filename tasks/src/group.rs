@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, ErrorKind, Result};
 
@@ -455,10 +455,36 @@ pub(crate) struct GroupContext {
     pub shared: std::sync::Arc<Shared>,
 }
 
-impl ClientContext for GroupContext {}
+impl ClientContext for GroupContext {
+    /// librdkafka's statistics (every `statistics.interval.ms`): each task's lag, the records
+    /// of its input partitions past the consumer's position.
+    fn stats(&self, statistics: Statistics) {
+        for (&partition, task) in self.shared.tasks.lock().iter() {
+            let lags: Option<Vec<i64>> = self
+                .shared
+                .inputs
+                .iter()
+                .map(|input| {
+                    let stats = statistics
+                        .topics
+                        .get(input)?
+                        .partitions
+                        .get(&partition_id(partition))?;
+                    // librdkafka says -1 while it does not know.
+                    (stats.consumer_lag >= 0).then_some(stats.consumer_lag)
+                })
+                .collect();
+            if let Some(lags) = lags {
+                #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
+                task.metrics.lag.set(lags.iter().sum::<i64>() as f64);
+            }
+        }
+    }
+}
 
 impl ConsumerContext for GroupContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let _span = tracing::info_span!("rebalance").entered();
         self.shared.rebalances.fetch_add(1, Ordering::Relaxed);
         match rebalance {
             Rebalance::Assign(tpl) => self.shared.assign(consumer, tpl),

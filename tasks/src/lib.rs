@@ -50,6 +50,7 @@ mod config;
 mod context;
 mod group;
 mod members;
+pub mod metrics;
 mod outputs;
 mod restorer;
 mod standby;

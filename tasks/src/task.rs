@@ -29,6 +29,7 @@
 //! as lost, without touching its local files.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use statestore_changelog::{
     CommitPolicy, KafkaClients, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome,
@@ -37,6 +38,7 @@ use statestore_changelog::{
 use store_api::{Error, KeyValueStore, Result};
 
 use crate::config::TasksConfig;
+use crate::metrics::TaskMetrics;
 
 /// The key under which each store keeps its input position: with one input topic, the next
 /// offset to process (8 bytes, big-endian); with several, the tag `T` and then, for each
@@ -72,6 +74,7 @@ pub(crate) struct Task {
     /// A processor failed in the middle of a record: the buffered writes may hold part of it,
     /// so they are never committed.
     pub poisoned: bool,
+    pub metrics: TaskMetrics,
     _dir: TaskDirectory,
 }
 
@@ -86,6 +89,8 @@ impl Task {
         partitions: u32,
         listener: &mut dyn RestoreListener,
     ) -> Result<Task> {
+        let _span = tracing::info_span!("restore", task = %id).entered();
+        let started = Instant::now();
         let dir = state.task(id)?;
         let mut slots = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
@@ -123,6 +128,11 @@ impl Task {
                 at.filter(|&at| at > 0)
             })
             .collect();
+        let metrics = TaskMetrics::new(&config.application_id, id);
+        for slot in &slots {
+            metrics.restored(&slot.name, slot.restored.records);
+        }
+        metrics.opened_in(started.elapsed().as_secs_f64());
         Ok(Task {
             id,
             slots,
@@ -130,6 +140,7 @@ impl Task {
             next_offset: resume.clone(),
             committed_offset: resume,
             poisoned: false,
+            metrics,
             _dir: dir,
         })
     }
@@ -158,6 +169,8 @@ impl Task {
                 self.id
             )));
         }
+        let _span = tracing::info_span!("commit", task = %self.id).entered();
+        let started = Instant::now();
         let stores = self.slots.len();
         for (index, slot) in self.slots.iter_mut().enumerate() {
             let position: Vec<u64> = slot
@@ -177,6 +190,9 @@ impl Task {
             }
         }
         self.committed_offset.clone_from(&self.next_offset);
+        self.metrics
+            .commit_seconds
+            .record(started.elapsed().as_secs_f64());
         Ok(self
             .next_offset
             .iter()

@@ -8,14 +8,18 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use parking_lot::Mutex;
 use statestore_changelog::{
     CHECKPOINT_FILE, Changelog, KafkaConfig, KafkaLog, TaskId, TopicPartition, read_checkpoint,
+};
+use statestore_tasks::metrics::{
+    COMMIT_SECONDS, LAG_RECORDS, RECORDS_TOTAL, RESTORED_RECORDS_TOTAL,
 };
 use statestore_tasks::{Application, AssignmentStrategy, TaskEvent, TaskEventKind, TasksConfig};
 use store_api::ErrorKind;
@@ -647,6 +651,111 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
     }
     assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
     assert_stores_equal_changelog(&bootstrap, &app, dir_b.path(), &[0, 1, 2, 3]);
+}
+
+/// The Prometheus recorder of this test binary, installed at the first call: tasks opened
+/// before it record nothing.
+fn prometheus() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        // Histograms with buckets: their `_count` counts every sample.
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&[0.001, 0.01, 0.1, 1.0, 10.0])
+            .expect("buckets")
+            .build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).expect("the only recorder");
+        handle
+    })
+}
+
+/// The value of metric `name` of `app`'s task `0_<partition>` (and `more` labels) in the
+/// Prometheus text, if it was recorded.
+fn metric(app: &str, name: &str, partition: u32, more: &str) -> Option<f64> {
+    let app_label = format!("application=\"{app}\"");
+    let task_label = format!("task=\"0_{partition}\"");
+    prometheus().render().lines().find_map(|line| {
+        let (key, value) = line.rsplit_once(' ')?;
+        let matches = key.starts_with(&format!("{name}{{"))
+            && key.contains(&app_label)
+            && key.contains(&task_label)
+            && key.contains(more);
+        matches.then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// Each task's metrics reach an installed recorder, labelled by application and task: the
+/// records it processed, its commits' latency, what each store restored, and its lag once it
+/// caught up (from librdkafka's statistics).
+#[test]
+fn task_metrics_count_records_commits_restores_and_lag() {
+    let Some(bootstrap) = bootstrap("task_metrics_count_records_commits_restores_and_lag") else {
+        return;
+    };
+    prometheus();
+    let Setup {
+        app,
+        input,
+        dir_a,
+        n,
+        ..
+    } = Setup::new(&bootstrap, "tasks-metrics");
+    let mut config = config(&bootstrap, &app, &input, dir_a.path());
+    config
+        .properties
+        .insert("statistics.interval.ms".into(), "200".into());
+    // A slow processor, so the statistics see records waiting.
+    let (stop, processed) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let (stop2, processed2) = (Arc::clone(&stop), Arc::clone(&processed));
+    let run = thread::spawn(move || -> store_api::Result<()> {
+        let mut app = Application::new(config)?;
+        let mut slow = |ctx: &mut statestore_tasks::ProcessorContext<'_>| {
+            thread::sleep(Duration::from_millis(5));
+            count_word(ctx)
+        };
+        while !stop2.load(Ordering::Relaxed) {
+            if app.poll(Duration::from_millis(50), &mut slow)? {
+                processed2.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        app.close()
+    });
+    let lag = |p| metric(&app, LAG_RECORDS, p, "");
+    assert!(
+        wait_until(Duration::from_secs(60), || (0..PARTITIONS)
+            .any(|p| lag(p).is_some_and(|lag| lag > 0.0))),
+        "no lag seen while {} of {n} records were processed",
+        processed.load(Ordering::Relaxed)
+    );
+    assert!(wait_until(Duration::from_secs(60), || processed
+        .load(Ordering::Relaxed)
+        == n));
+    let caught_up = || (0..PARTITIONS).all(|p| lag(p) == Some(0.0));
+    assert!(
+        wait_until(Duration::from_secs(30), caught_up),
+        "lag: {:?}",
+        (0..PARTITIONS).map(lag).collect::<Vec<_>>()
+    );
+    let records: f64 = (0..PARTITIONS)
+        .map(|p| metric(&app, RECORDS_TOTAL, p, "").expect("records"))
+        .sum();
+    assert_eq!(records, n as f64);
+    let commit_count = |p| metric(&app, &format!("{COMMIT_SECONDS}_count"), p, "");
+    assert!(
+        wait_until(Duration::from_secs(30), || (0..PARTITIONS)
+            .all(|p| commit_count(p).is_some_and(|count| count >= 1.0))),
+        "commits: {:?}",
+        (0..PARTITIONS).map(commit_count).collect::<Vec<_>>()
+    );
+    for p in 0..PARTITIONS {
+        let restored = metric(&app, RESTORED_RECORDS_TOTAL, p, "store=\"counts\"");
+        assert_eq!(restored, Some(0.0), "task 0_{p}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    run.join().expect("instance thread").expect("instance ran");
 }
 
 #[test]

@@ -1,0 +1,53 @@
+//! The tasks' metrics, through the [`metrics`] facade, so any exporter (Prometheus, StatsD, ...)
+//! shows them; each carries the labels `application` and `task` (`0_<partition>`), and the
+//! restore metrics also `store`. Nothing is recorded while no recorder is installed.
+
+use metrics::{Counter, Gauge, Histogram};
+use statestore_changelog::TaskId;
+
+/// Input records processed by the task (a counter).
+pub const RECORDS_TOTAL: &str = "statestore_task_records_total";
+/// How long a commit of the task's stores took, in seconds (a histogram).
+pub const COMMIT_SECONDS: &str = "statestore_task_commit_seconds";
+/// Records of the task's input partitions not processed yet, from the last high watermark the
+/// consumer saw, updated at every commit interval (a gauge).
+pub const LAG_RECORDS: &str = "statestore_task_lag_records";
+/// Changelog records replayed into a store when the task was opened (a counter).
+pub const RESTORED_RECORDS_TOTAL: &str = "statestore_task_restored_records_total";
+/// How long opening the task took, its restores and fences included, in seconds (a histogram).
+pub const RESTORE_SECONDS: &str = "statestore_task_restore_seconds";
+
+/// The handles of one task, registered once when it opens.
+pub(crate) struct TaskMetrics {
+    pub records: Counter,
+    pub commit_seconds: Histogram,
+    pub lag: Gauge,
+    labels: [(&'static str, String); 2],
+}
+
+impl TaskMetrics {
+    pub fn new(application: &str, task: TaskId) -> TaskMetrics {
+        let labels = [
+            ("application", application.to_owned()),
+            ("task", task.to_string()),
+        ];
+        TaskMetrics {
+            records: metrics::counter!(RECORDS_TOTAL, &labels),
+            commit_seconds: metrics::histogram!(COMMIT_SECONDS, &labels),
+            lag: metrics::gauge!(LAG_RECORDS, &labels),
+            labels,
+        }
+    }
+
+    /// Records what opening the task restored into `store`.
+    pub fn restored(&self, store: &str, records: u64) {
+        let mut labels = self.labels.to_vec();
+        labels.push(("store", store.to_owned()));
+        metrics::counter!(RESTORED_RECORDS_TOTAL, &labels).increment(records);
+    }
+
+    /// Records how long opening the task took.
+    pub fn opened_in(&self, seconds: f64) {
+        metrics::histogram!(RESTORE_SECONDS, &self.labels).record(seconds);
+    }
+}
