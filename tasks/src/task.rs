@@ -69,7 +69,8 @@ pub(crate) struct Task {
     pub topics: Vec<String>,
     /// The next offset to process in each input topic, once known.
     pub next_offset: Vec<Option<u64>>,
-    /// The offsets committed with the stores (and to the group) last.
+    /// The offsets last committed with the stores and to the group: a commit is due while
+    /// they differ from `next_offset` (set back when the group's offsets lag the stores').
     pub committed_offset: Vec<Option<u64>>,
     /// A processor failed in the middle of a record: the buffered writes may hold part of it,
     /// so they are never committed.

@@ -145,29 +145,19 @@ impl KafkaClients {
     /// brokers' metadata, or created (compacted, with `config`'s partitions, replication
     /// factor and topic properties).
     fn ensure_topic(&self, config: &KafkaConfig, topic: &str, partition: u32) -> Result<()> {
-        let wanted = usize::try_from(partition).unwrap_or(usize::MAX);
-        let known = self.inner.topics.lock().get(topic).copied();
-        let count = match known {
+        let count = match self.partition_count(topic)? {
             Some(count) => count,
             None => {
+                self.create_topic(config, topic)?;
                 let timeout = self.inner.admin_timeout;
-                let found = self.with_reader(|consumer| {
-                    admin::partition_count(consumer.client(), topic, timeout)
+                let count = self.with_reader(|consumer| {
+                    admin::await_partition(consumer.client(), topic, partition, timeout)
                 })?;
-                let count = match found {
-                    Some(count) => count,
-                    None => {
-                        self.create_topic(config, topic)?;
-                        self.with_reader(|consumer| {
-                            admin::await_partition(consumer.client(), topic, partition, timeout)
-                        })?
-                    }
-                };
                 self.inner.topics.lock().insert(topic.to_owned(), count);
-                count
+                u32::try_from(count).unwrap_or(u32::MAX)
             }
         };
-        if wanted >= count {
+        if partition >= count {
             return Err(Error::invalid(format!(
                 "kafka topic {topic} has {count} partitions, so partition {partition} does not \
                  exist (an existing topic keeps its partition count)"
@@ -349,6 +339,13 @@ struct DeliveryState {
     first_failure: Option<String>,
 }
 
+impl DeliveryState {
+    fn fail(&mut self, what: String) {
+        self.failed += 1;
+        self.first_failure.get_or_insert(what);
+    }
+}
+
 impl Deliveries {
     /// The first record that was not delivered, described.
     pub fn first_failure(&self) -> Option<String> {
@@ -363,9 +360,7 @@ impl Deliveries {
 
     /// Counts a record that failed, keeping `what` if it is the first.
     pub fn record_failure(&self, what: String) {
-        let mut state = self.state.lock();
-        state.failed += 1;
-        state.first_failure.get_or_insert(what);
+        self.state.lock().fail(what);
     }
 
     /// Waits until every record sent is reported, delivered or failed.
@@ -400,8 +395,7 @@ impl Deliveries {
         let mut state = self.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         if let Some(what) = failure {
-            state.failed += 1;
-            state.first_failure.get_or_insert(what);
+            state.fail(what);
         }
         if state.in_flight == 0 {
             self.all_reported.notify_all();

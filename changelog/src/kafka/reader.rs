@@ -54,15 +54,12 @@ pub fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
 /// The reads of one (topic, partition), on consumers lent by the log's [`KafkaClients`].
 pub struct Reader {
     clients: KafkaClients,
-    /// The consumer assigned to the partition, held between the batches of a read that
-    /// stopped before the end of the log; given back at the end.
-    consumer: Option<BaseConsumer>,
+    /// After a read that stopped before the end of the log: the consumer still assigned to
+    /// the partition and the offset it returns next. Given back at the end of the log.
+    held: Option<(BaseConsumer, u64)>,
     topic: String,
     partition: i32,
     timeout: Duration,
-    /// The offset the consumer will return next, when the previous read stopped before the
-    /// end of the log; `None` forces a fresh assignment.
-    position: Option<u64>,
 }
 
 impl Reader {
@@ -71,10 +68,9 @@ impl Reader {
         Reader {
             timeout: clients.admin_timeout(),
             clients,
-            consumer: None,
+            held: None,
             topic: topic.to_owned(),
             partition,
-            position: None,
         }
     }
 
@@ -88,8 +84,8 @@ impl Reader {
                 .fetch_watermarks(&self.topic, self.partition, self.timeout)
                 .map_err(|err| convert(&format!("fetching watermarks of {}", self.topic), err))
         };
-        let (low, high) = match &self.consumer {
-            Some(consumer) => fetch(consumer)?,
+        let (low, high) = match &self.held {
+            Some((consumer, _)) => fetch(consumer)?,
             None => self.clients.with_reader(fetch)?,
         };
         let as_offset = |o: i64| u64::try_from(o).unwrap_or(0);
@@ -107,11 +103,11 @@ impl Reader {
             return Ok(Vec::new());
         }
         let from = from.max(low);
-        let consumer = match self.consumer.take() {
-            Some(consumer) if self.position == Some(from) => consumer,
+        let consumer = match self.held.take() {
+            Some((consumer, next)) if next == from => consumer,
             held => {
                 let consumer = match held {
-                    Some(consumer) => consumer,
+                    Some((consumer, _)) => consumer,
                     None => self.clients.take_reader()?,
                 };
                 if let Err(err) = self.assign(&consumer, from) {
@@ -121,20 +117,19 @@ impl Reader {
                 consumer
             }
         };
-        self.position = None;
         let records = self.poll_until(&consumer, from, high, max);
-        if let Ok(records) = &records {
-            let next = records.last().map_or(from, |r| r.offset + 1);
-            if records.len() == max && next < high {
-                self.position = Some(next);
-            }
-        }
-        if self.position.is_some() {
-            self.consumer = Some(consumer);
-        } else {
+        let next = match &records {
+            Ok(records) if records.len() == max => records
+                .last()
+                .map(|record| record.offset + 1)
+                .filter(|&next| next < high),
+            _ => None,
+        };
+        match next {
+            Some(next) => self.held = Some((consumer, next)),
             // At the end (or after an error) nothing more is wanted for now: the consumer
             // goes back to the clients. The next read assigns the partition again.
-            self.give_back(consumer);
+            None => self.give_back(consumer),
         }
         records
     }
