@@ -19,7 +19,7 @@ use store_api::{Error, ErrorKind, Result};
 
 use crate::client_config::{consumer_config, unique_client_id};
 use crate::config::TasksConfig;
-use crate::context::{ProcessorContext, process_message};
+use crate::context::{Processor, ProcessorContext, process_message, punctuate_wall_clock};
 use crate::group::{GroupContext, Shared, commit_group, partition_id};
 use crate::members;
 use crate::outputs::Outputs;
@@ -168,17 +168,18 @@ impl Application {
         std::mem::take(&mut *self.shared.events.lock())
     }
 
-    /// Serves rebalances and processes at most one record with `process`, waiting up to
-    /// `timeout` for it; commits when the commit interval has passed. Returns whether a
-    /// record was processed.
+    /// Serves rebalances and processes at most one record with `processor`, waiting up to
+    /// `timeout` for it; starts the tasks restored meanwhile ([`Processor::init`]), calls the
+    /// punctuators that came due, and commits when the commit interval has passed. Returns
+    /// whether a record was processed.
     ///
     /// # Errors
     /// The first error of a rebalance (a task that could not be restored or committed), of
     /// the processor (its task is then never committed again, see
     /// [`close`](Application::close)), of a commit, or of the consumer.
-    pub fn poll<F>(&mut self, timeout: Duration, process: &mut F) -> Result<bool>
+    pub fn poll<P>(&mut self, timeout: Duration, processor: &mut P) -> Result<bool>
     where
-        F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
+        P: Processor + ?Sized,
     {
         if self.closed {
             return Err(Error::Closed);
@@ -198,9 +199,14 @@ impl Application {
             }
             Some(Ok(message)) => {
                 let mut outputs = self.shared.outputs.lock();
-                process_message(&self.shared, &message, outputs.pending(), process)?
+                process_message(&self.shared, &message, outputs.pending(), processor)?
             }
         };
+        punctuate_wall_clock(
+            &self.shared,
+            self.shared.outputs.lock().pending(),
+            processor,
+        )?;
         self.send_outputs()?;
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
@@ -220,16 +226,27 @@ impl Application {
         Ok(processed)
     }
 
-    /// Polls and processes until `stop` is set, then closes.
+    /// Polls and processes every record with `process` until `stop` is set, then closes.
     ///
     /// # Errors
     /// As [`poll`](Application::poll) and [`close`](Application::close).
-    pub fn run<F>(mut self, stop: &AtomicBool, mut process: F) -> Result<()>
+    pub fn run<F>(self, stop: &AtomicBool, process: F) -> Result<()>
     where
         F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
     {
+        self.run_processor(stop, process)
+    }
+
+    /// As [`run`](Application::run), with a [`Processor`] that may punctuate.
+    ///
+    /// # Errors
+    /// As [`poll`](Application::poll) and [`close`](Application::close).
+    pub fn run_processor<P>(mut self, stop: &AtomicBool, mut processor: P) -> Result<()>
+    where
+        P: Processor,
+    {
         while !stop.load(Ordering::Relaxed) {
-            if let Err(err) = self.poll(Duration::from_millis(100), &mut process) {
+            if let Err(err) = self.poll(Duration::from_millis(100), &mut processor) {
                 let _ = self.close();
                 return Err(err);
             }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use statestore_changelog::{KafkaConfig, LoggedStoreConfig, validate_topic};
 
 use crate::outputs::ProductionErrorPolicy;
+use crate::stores::StoreKind;
 use store_api::{Error, Result};
 
 /// How partitions are spread over the instances of a group (librdkafka's
@@ -51,6 +52,30 @@ pub struct StoreSpec {
     /// Buffering and restore options of the logged store.
     #[serde(default)]
     pub logged: LoggedStoreConfig,
+    /// What the store holds: `key-value` (the default; typed and timestamped stores are views
+    /// of it), `lru`, `window`, `session` or `versioned`, with the kind's options
+    /// (`{ type = "window", retention_ms = 3600000 }`).
+    #[serde(default)]
+    pub kind: StoreKind,
+    /// Whether the store has a changelog. Default true. A store that is not logged keeps its
+    /// content only on this machine: writes reach its engine as they are made, it holds no
+    /// input position, no standby copies it, and a task that moves starts it empty. After a
+    /// crash it may hold the writes of records processed again (at least once), as Kafka
+    /// Streams' stores with logging disabled.
+    #[serde(default = "logging_default")]
+    pub logging: bool,
+    /// The replication factor of the changelog topic, when this application creates it.
+    /// Default: the application's `replication_factor`.
+    #[serde(default)]
+    pub replication_factor: Option<i32>,
+    /// Properties of the changelog topic when this application creates it, such as
+    /// `min.insync.replicas` or `max.message.bytes` (`cleanup.policy` is always `compact`).
+    #[serde(default)]
+    pub topic_properties: BTreeMap<String, String>,
+}
+
+fn logging_default() -> bool {
+    true
 }
 
 impl StoreSpec {
@@ -61,7 +86,23 @@ impl StoreSpec {
             backend: backend.into(),
             options: serde_json::Value::Null,
             logged: LoggedStoreConfig::default(),
+            kind: StoreKind::KeyValue,
+            logging: true,
+            replication_factor: None,
+            topic_properties: BTreeMap::new(),
         }
+    }
+
+    /// The same store declared as `kind`.
+    pub fn with_kind(mut self, kind: StoreKind) -> StoreSpec {
+        self.kind = kind;
+        self
+    }
+
+    /// The same store with its changelog on or off.
+    pub fn with_logging(mut self, logging: bool) -> StoreSpec {
+        self.logging = logging;
+        self
     }
 }
 
@@ -220,10 +261,10 @@ impl TasksConfig {
             application_id: self.application_id.clone(),
             store_name: store.name.clone(),
             partitions,
-            replication_factor: self.replication_factor,
+            replication_factor: store.replication_factor.unwrap_or(self.replication_factor),
             produce_timeout_ms: self.request_timeout_ms,
             admin_timeout_ms: self.request_timeout_ms,
-            topic_properties: BTreeMap::new(),
+            topic_properties: store.topic_properties.clone(),
             properties: self.properties.clone(),
         }
     }
@@ -252,6 +293,7 @@ impl TasksConfig {
             if let Err(err) = statestore::resolve(&store.backend) {
                 return Err(Error::invalid(format!("store {:?}: {err}", store.name)));
             }
+            store.kind.validate(&store.name)?;
             let changelog = self.changelog_config(store, 1);
             changelog.validate()?;
             let topic = changelog.topic();

@@ -1,4 +1,10 @@
-//! [`ProcessorContext`]: one input record and its task, handed to the processor.
+//! What a processor sees: [`TaskContext`] (a task's stores, outputs, stream time and
+//! punctuators) and [`ProcessorContext`] (one input record and its task), and the
+//! [`Processor`] the application drives.
+
+use std::cell::RefCell;
+use std::ops::Deref;
+use std::time::Duration;
 
 use rdkafka::message::{BorrowedMessage, Message};
 use statestore_changelog::TaskId;
@@ -6,26 +12,174 @@ use store_api::{Error, Result};
 
 use crate::group::Shared;
 use crate::outputs::Output;
+use crate::punctuation::{Punctuation, PunctuationType, PunctuatorId, wall_clock_ms};
 use crate::store::TaskStore;
+use crate::stores::{StoreHandle, StoreType, StoreView};
 use crate::task::Task;
 
-/// One input record and the task it belongs to, handed to the processor.
-pub struct ProcessorContext<'a> {
+/// The processing of a partitioned application: called on the application's thread for every
+/// input record, and for the punctuators it schedules. One processor serves every task of the
+/// instance; the context says which task a call is for.
+///
+/// A closure `FnMut(&mut ProcessorContext) -> Result<()>` is a processor without punctuation.
+pub trait Processor {
+    /// Called once when a task starts processing here (assigned and restored), before its
+    /// first record: the place to [`schedule`](TaskContext::schedule) its punctuators.
+    ///
+    /// # Errors
+    /// An error stops the application, as a processor error does.
+    fn init(&mut self, ctx: &mut TaskContext<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Processes one input record.
+    ///
+    /// # Errors
+    /// An error stops the application; the record's task is never committed again, so no part
+    /// of the record is (see [`Application::poll`](crate::Application::poll)).
+    fn process(&mut self, ctx: &mut ProcessorContext<'_>) -> Result<()>;
+
+    /// Called for each due punctuator of the task.
+    ///
+    /// # Errors
+    /// As [`process`](Processor::process).
+    fn punctuate(
+        &mut self,
+        ctx: &mut TaskContext<'_>,
+        punctuation: &Punctuation<'_>,
+    ) -> Result<()> {
+        let _ = (ctx, punctuation);
+        Ok(())
+    }
+}
+
+impl<F> Processor for F
+where
+    F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
+{
+    fn process(&mut self, ctx: &mut ProcessorContext<'_>) -> Result<()> {
+        self(ctx)
+    }
+}
+
+/// One task as its processor sees it, in a call of the processor: its stores, its outputs,
+/// its stream time and its punctuators.
+pub struct TaskContext<'a> {
     task: &'a Task,
+    outputs: RefCell<&'a mut Vec<Output>>,
+}
+
+impl<'a> TaskContext<'a> {
+    pub(crate) fn new(task: &'a Task, outputs: &'a mut Vec<Output>) -> Self {
+        TaskContext {
+            task,
+            outputs: RefCell::new(outputs),
+        }
+    }
+
+    /// The task: `0_<partition>`.
+    pub fn task_id(&self) -> TaskId {
+        self.task.id
+    }
+
+    /// The task's stream time: the largest record timestamp it processed, committed with its
+    /// stores (so it survives a restart or a move); `None` before its first timestamped record.
+    pub fn stream_time(&self) -> Option<i64> {
+        self.task.stream_time
+    }
+
+    /// The store `handle` refers to, as its type.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a handle made from another configuration.
+    pub fn store_of<T: StoreType + ?Sized>(&self, handle: &StoreHandle<T>) -> Result<T::View<'_>> {
+        self.task
+            .slots
+            .get(handle.index)
+            .filter(|slot| slot.name == handle.name())
+            .and_then(|slot| T::view(&slot.open))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "store handle {:?} was not made from this application's configuration",
+                    handle.name()
+                ))
+            })
+    }
+
+    /// The task's key-value store `name`, looked up by name (a [`StoreHandle`] avoids the
+    /// lookup).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a store that is not configured or not a key-value store.
+    pub fn store(&self, name: &str) -> Result<TaskStore<'_>> {
+        let slot = self
+            .task
+            .slots
+            .iter()
+            .find(|slot| slot.name == name)
+            .ok_or_else(|| Error::invalid(format!("no store named {name:?} is configured")))?;
+        match slot.open.view {
+            StoreView::KeyValue => Ok(TaskStore { kv: &slot.open.kv }),
+            _ => Err(Error::invalid(format!(
+                "store {name:?} is not a key-value store: reach it through a StoreHandle"
+            ))),
+        }
+    }
+
+    /// Sends a record to `topic` once the processor returns. Outputs are at least once: they
+    /// are flushed before each commit, which fails if one was not acknowledged (see
+    /// [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)), and a record processed again
+    /// after a crash sends its outputs again.
+    pub fn send(&self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.outputs.borrow_mut().push(Output {
+            topic: topic.to_owned(),
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+        });
+    }
+
+    /// Schedules punctuator `name` on this task every `interval` (see the `punctuation`
+    /// module's docs for when each type fires).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an interval under one millisecond.
+    pub fn schedule(
+        &self,
+        name: &str,
+        interval: Duration,
+        kind: PunctuationType,
+    ) -> Result<PunctuatorId> {
+        self.task
+            .punctuators
+            .borrow_mut()
+            .schedule(name, interval, kind)
+    }
+
+    /// Cancels punctuator `id` of this task; returns whether it was scheduled.
+    pub fn cancel(&self, id: PunctuatorId) -> bool {
+        self.task.punctuators.borrow_mut().cancel(id)
+    }
+}
+
+/// One input record and the task it belongs to, handed to the processor. It dereferences to
+/// the task's [`TaskContext`].
+pub struct ProcessorContext<'a> {
+    task: TaskContext<'a>,
     message: &'a BorrowedMessage<'a>,
-    /// The index of the record's topic among the input topics.
-    topic: usize,
     offset: u64,
     partition: u32,
-    outputs: &'a mut Vec<Output>,
+}
+
+impl<'a> Deref for ProcessorContext<'a> {
+    type Target = TaskContext<'a>;
+
+    fn deref(&self) -> &TaskContext<'a> {
+        &self.task
+    }
 }
 
 impl ProcessorContext<'_> {
-    /// The task: `0_<partition>`.
-    pub fn task_id(&self) -> TaskId {
-        TaskId::new(0, self.partition)
-    }
-
     /// The input topic the record comes from.
     pub fn topic(&self) -> &str {
         self.message.topic()
@@ -55,48 +209,17 @@ impl ProcessorContext<'_> {
     pub fn value(&self) -> Option<&[u8]> {
         self.message.payload()
     }
-
-    /// The task's store `name`.
-    ///
-    /// # Errors
-    /// `InvalidArgument` for a store that is not configured.
-    pub fn store(&self, name: &str) -> Result<TaskStore<'_>> {
-        let slot = self
-            .task
-            .slots
-            .iter()
-            .find(|slot| slot.name == name)
-            .ok_or_else(|| Error::invalid(format!("no store named {name:?} is configured")))?;
-        Ok(TaskStore {
-            store: &slot.store,
-            replayed: self.offset < slot.position[self.topic],
-        })
-    }
-
-    /// Sends a record to `topic` once the processor returns. Outputs are at least once: they
-    /// are flushed before each commit, which fails if one was not acknowledged (see
-    /// [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)), and a record processed again
-    /// after a crash sends its outputs again.
-    pub fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
-        self.outputs.push(Output {
-            topic: topic.to_owned(),
-            key: key.map(<[u8]>::to_vec),
-            value: value.map(<[u8]>::to_vec),
-        });
-    }
 }
 
-/// Hands `message` to `process` with its task, unless the task already processed it. Returns
-/// whether it was processed, and whether a store of its task needs a commit now.
-pub(crate) fn process_message<F>(
+/// Hands `message` to `processor` with its task, unless the task already processed it, then
+/// calls the task's stream-time punctuators that came due. Returns whether it was processed,
+/// and whether a store of its task needs a commit now.
+pub(crate) fn process_message<P: Processor + ?Sized>(
     shared: &Shared,
     message: &BorrowedMessage<'_>,
     outputs: &mut Vec<Output>,
-    process: &mut F,
-) -> Result<(bool, bool)>
-where
-    F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
-{
+    processor: &mut P,
+) -> Result<(bool, bool)> {
     let (Ok(partition), Ok(offset), Some(topic)) = (
         u32::try_from(message.partition()),
         u64::try_from(message.offset()),
@@ -112,19 +235,105 @@ where
     if task.next_offset[topic].is_some_and(|next| offset < next) {
         return Ok((false, false));
     }
+    init_task(task, outputs, processor)?;
+    task.replay_record(topic, offset);
+    if let Some(timestamp) = message.timestamp().to_millis() {
+        task.advance_stream_time(timestamp);
+    }
     let mut context = ProcessorContext {
-        task,
+        task: TaskContext::new(task, outputs),
         message,
-        topic,
         offset,
         partition,
-        outputs,
     };
-    if let Err(err) = process(&mut context) {
+    let processed = processor.process(&mut context);
+    if let Err(err) = processed {
         task.poisoned = true;
         return Err(err);
     }
     task.next_offset[topic] = Some(offset + 1);
     task.metrics.records.increment(1);
+    if let Some(now) = task.stream_time {
+        punctuate(task, outputs, processor, PunctuationType::StreamTime, now)?;
+    }
     Ok((true, task.needs_commit()))
+}
+
+/// Calls `processor.init` for a task that has not started processing here yet.
+pub(crate) fn init_task<P: Processor + ?Sized>(
+    task: &mut Task,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Result<()> {
+    if task.initialized {
+        return Ok(());
+    }
+    task.replay_between_records();
+    let initialized = processor.init(&mut TaskContext::new(task, outputs));
+    if initialized.is_err() {
+        task.poisoned = true;
+    }
+    task.initialized = true;
+    initialized
+}
+
+/// Calls every punctuator of `kind` of `task` due at `time`.
+pub(crate) fn punctuate<P: Processor + ?Sized>(
+    task: &mut Task,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+    kind: PunctuationType,
+    time: i64,
+) -> Result<()> {
+    if !task.punctuators.borrow().any(kind) {
+        return Ok(());
+    }
+    task.replay_between_records();
+    loop {
+        let due = task.punctuators.borrow_mut().take_due(kind, time);
+        let Some((id, name)) = due else {
+            return Ok(());
+        };
+        let punctuation = Punctuation {
+            id,
+            name: &name,
+            kind,
+            time,
+        };
+        let started = std::time::Instant::now();
+        let called = processor.punctuate(&mut TaskContext::new(task, outputs), &punctuation);
+        task.metrics
+            .punctuate_seconds
+            .record(started.elapsed().as_secs_f64());
+        task.punctuated = true;
+        if let Err(err) = called {
+            task.poisoned = true;
+            return Err(err);
+        }
+    }
+}
+
+/// Initialises the tasks that have not started and calls the wall-clock punctuators that came
+/// due, for every task of the instance.
+pub(crate) fn punctuate_wall_clock<P: Processor + ?Sized>(
+    shared: &Shared,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Result<()> {
+    let now = wall_clock_ms();
+    let mut tasks = shared.tasks.lock();
+    for task in tasks.values_mut() {
+        if task.poisoned {
+            continue;
+        }
+        init_task(task, outputs, processor)?;
+        punctuate(
+            task,
+            outputs,
+            processor,
+            PunctuationType::WallClockTime,
+            now,
+        )?;
+    }
+    Ok(())
 }

@@ -52,18 +52,22 @@ mod group;
 mod members;
 pub mod metrics;
 mod outputs;
+mod punctuation;
 mod restorer;
 mod standby;
 mod store;
+mod stores;
 mod task;
 mod topics;
 
 pub use app::Application;
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
-pub use context::ProcessorContext;
+pub use context::{Processor, ProcessorContext, TaskContext};
 pub use outputs::ProductionErrorPolicy;
+pub use punctuation::{Punctuation, PunctuationType, PunctuatorId};
 pub use store::TaskStore;
-pub use task::POSITION_KEY;
+pub use stores::{OpenStore, StoreHandle, StoreKind, StoreType, TaskKv};
+pub use task::{POSITION_KEY, decode_task_position};
 pub use topics::create_topic;
 
 use statestore_changelog::{RestoreOutcome, TaskId};

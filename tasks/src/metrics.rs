@@ -17,11 +17,15 @@ pub const RESTORED_RECORDS_TOTAL: &str = "statestore_task_restored_records_total
 /// How long opening the task took, its restores and fences included, in seconds (a histogram).
 pub const RESTORE_SECONDS: &str = "statestore_task_restore_seconds";
 
+/// How long a call of one of the task's punctuators took, in seconds (a histogram).
+pub const PUNCTUATE_SECONDS: &str = "statestore_task_punctuate_seconds";
+
 /// The handles of one task, registered once when it opens.
 pub(crate) struct TaskMetrics {
     pub records: Counter,
     pub commit_seconds: Histogram,
     pub lag: Gauge,
+    pub punctuate_seconds: Histogram,
     labels: [(&'static str, String); 2],
 }
 
@@ -35,6 +39,7 @@ impl TaskMetrics {
             records: metrics::counter!(RECORDS_TOTAL, &labels),
             commit_seconds: metrics::histogram!(COMMIT_SECONDS, &labels),
             lag: metrics::gauge!(LAG_RECORDS, &labels),
+            punctuate_seconds: metrics::histogram!(PUNCTUATE_SECONDS, &labels),
             labels,
         }
     }

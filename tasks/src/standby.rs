@@ -64,7 +64,8 @@ impl Standby {
     ) -> Result<Standby> {
         let dir = state.task(id)?;
         let mut stores = Vec::with_capacity(config.stores.len());
-        for spec in &config.stores {
+        // A store that is not logged has no changelog to copy.
+        for spec in config.stores.iter().filter(|spec| spec.logging) {
             let factory = statestore::resolve(&spec.backend)?;
             let (store, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
             // Read only: a standby opens no producer.

@@ -1,101 +1,91 @@
-//! [`TaskStore`]: a task's store as the processor sees it.
+//! [`TaskStore`]: a task's key-value store of bytes as the processor sees it.
 
 use std::ops::Bound;
 
-use statestore_changelog::{EPOCH_KEY, LoggedStore};
+use statestore_changelog::EPOCH_KEY;
 use store_api::{Error, KeyValueStore, KvIter, Result, WriteBatch};
 
+use crate::stores::TaskKv;
 use crate::task::POSITION_KEY;
 
-/// One store of the task that owns the record being processed.
+/// One key-value store of the task that owns the record being processed.
 ///
-/// Reads see every write of the task, committed or not. The task's position key
-/// ([`POSITION_KEY`]) and the changelog's writer epoch
-/// ([`EPOCH_KEY`](statestore_changelog::EPOCH_KEY)) are hidden from reads and refused to
-/// writes. While the task replays
-/// records this store already holds (after a crash between the commits of two stores of the
-/// task), writes are dropped, so each record is applied once (see the crate docs).
-#[derive(Debug)]
+/// Reads see every write of the task, committed or not. The task's reserved keys (its
+/// position and stream time, [`POSITION_KEY`], and the changelog's writer epoch
+/// [`EPOCH_KEY`](statestore_changelog::EPOCH_KEY)) are hidden from reads and refused to
+/// writes. While the task replays records this store already holds (after a crash between the
+/// commits of two stores of the task), writes are dropped, so each record is applied once (see
+/// the crate docs).
+#[derive(Debug, Clone, Copy)]
 pub struct TaskStore<'a> {
-    pub(crate) store: &'a LoggedStore,
-    /// The record is already part of this store's committed content.
-    pub(crate) replayed: bool,
+    pub(crate) kv: &'a TaskKv,
 }
 
 impl TaskStore<'_> {
     /// The value of `key`, or `None`.
     ///
     /// # Errors
-    /// A store error; `InvalidArgument` for the reserved position key.
+    /// A store error; `InvalidArgument` for a reserved key.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        self.store.get(key)
+        self.kv.get(key)
     }
 
     /// Sets `key` to `value` (dropped while replaying a record this store holds).
     ///
     /// # Errors
-    /// A store error; `InvalidArgument` for the reserved position key or an oversized entry.
+    /// A store error; `InvalidArgument` for a reserved key or an oversized entry.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_key(key)?;
-        if self.replayed {
-            return Ok(());
-        }
-        self.store.put(key, value)
+        self.kv.put(key, value)
     }
 
     /// Deletes `key` (dropped while replaying a record this store holds).
     ///
     /// # Errors
-    /// A store error; `InvalidArgument` for the reserved position key.
+    /// A store error; `InvalidArgument` for a reserved key.
     pub fn delete(&self, key: &[u8]) -> Result<()> {
-        check_key(key)?;
-        if self.replayed {
-            return Ok(());
-        }
-        self.store.delete(key)
+        self.kv.delete(key)
     }
 
     /// Applies `batch` atomically (dropped while replaying a record this store holds).
     ///
     /// # Errors
-    /// A store error; `InvalidArgument` when the batch touches the reserved position key.
+    /// A store error; `InvalidArgument` when the batch touches a reserved key.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
-        for op in batch.ops() {
-            check_key(op.key())?;
-        }
-        if self.replayed {
-            return Ok(());
-        }
-        self.store.write(batch)
+        self.kv.write(batch)
     }
 
-    /// The entries in `[from, to)` bounds, in key order, without the position key.
+    /// The entries in `[from, to)` bounds, in key order, without the reserved keys.
     ///
     /// # Errors
     /// A store error.
     pub fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
-        Ok(hide_position(self.store.range(from, to)?))
+        self.kv.range(from, to)
     }
 
-    /// The entries in the bounds, in reverse key order, without the position key.
+    /// The entries in the bounds, in reverse key order, without the reserved keys.
     ///
     /// # Errors
     /// A store error.
     pub fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
-        Ok(hide_position(self.store.reverse_range(from, to)?))
+        self.kv.reverse_range(from, to)
     }
 
-    /// The entries whose key starts with `prefix`, in key order, without the position key.
+    /// The entries whose key starts with `prefix`, in key order, without the reserved keys.
     ///
     /// # Errors
     /// A store error.
     pub fn prefix_scan(&self, prefix: &[u8]) -> Result<KvIter> {
-        Ok(hide_position(self.store.prefix_scan(prefix)?))
+        self.kv.prefix_scan(prefix)
+    }
+
+    /// The store as a [`KeyValueStore`], for code written against the trait.
+    pub fn as_key_value(&self) -> &TaskKv {
+        self.kv
     }
 }
 
-fn check_key(key: &[u8]) -> Result<()> {
+/// Refuses the keys the task and the changelog reserve.
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key == EPOCH_KEY {
         return Err(Error::invalid(
             "the key \\0statestore.epoch is reserved for the changelog's writer epoch",
@@ -109,10 +99,13 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Leaves out the task's position and the changelog's writer epoch, which the task keeps in
-/// every store.
-fn hide_position(iter: KvIter) -> KvIter {
-    Box::new(iter.filter(|item| {
-        !matches!(item, Ok((key, _)) if key.as_slice() == POSITION_KEY || key.as_slice() == EPOCH_KEY)
-    }))
+/// Whether `key` is one the task or the changelog keeps in every store.
+pub(crate) fn is_reserved(key: &[u8]) -> bool {
+    key == POSITION_KEY || key == EPOCH_KEY
+}
+
+/// Leaves out the task's position (with its stream time) and the changelog's writer epoch, which the
+/// task keeps in every store.
+pub(crate) fn hide_reserved(iter: KvIter) -> KvIter {
+    Box::new(iter.filter(|item| !matches!(item, Ok((key, _)) if is_reserved(key))))
 }

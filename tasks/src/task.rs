@@ -28,6 +28,7 @@
 //! appends counts, and its next commit fails with `Fenced`: its instance then drops the task
 //! as lost, without touching its local files.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,27 +38,43 @@ use statestore_changelog::{
 };
 use store_api::{Error, KeyValueStore, Result};
 
-use crate::config::TasksConfig;
+use crate::config::{StoreSpec, TasksConfig};
 use crate::metrics::TaskMetrics;
+use crate::punctuation::Punctuators;
+use crate::stores::{Backing, OpenStore, StoreView, TaskKv};
 
 /// The key under which each store keeps its input position: with one input topic, the next
 /// offset to process (8 bytes, big-endian); with several, the tag `T` and then, for each
 /// topic, its name's length (2 bytes, big-endian), the name and the next offset (8 bytes,
-/// big-endian). It sorts before any key that does not start with NUL, and
-/// [`TaskStore`](crate::TaskStore) hides it.
+/// big-endian). Once the task has a stream time, either form is preceded by the tag `S` and
+/// the stream time (8 bytes, big-endian, two's complement). It sorts before any key that does
+/// not start with NUL, and [`TaskStore`](crate::TaskStore) hides it.
 pub const POSITION_KEY: &[u8] = b"\0statestore.task.position";
 
 /// The first byte of a position that names its topics.
 const NAMED_POSITIONS: u8 = b'T';
 
+/// The first byte of a position preceded by the task's stream time.
+const WITH_STREAM_TIME: u8 = b'S';
+
 /// A store of a task, with the position its content is complete up to.
 pub(crate) struct Slot {
     pub name: String,
-    pub store: LoggedStore,
+    /// The store and the kind it was declared as.
+    pub open: OpenStore,
     /// The input offset of each input topic (in the configuration's order) this store's
     /// committed content is complete up to; its writes for records below it are dropped.
+    /// Always 0 for a store that is not logged: it holds no position.
     pub position: Vec<u64>,
+    /// The stream time this store's committed content holds.
+    pub stream_time: Option<i64>,
     pub restored: RestoreOutcome,
+}
+
+impl Slot {
+    fn logged(&self) -> Option<&LoggedStore> {
+        self.open.kv.logged()
+    }
 }
 
 /// The open stores of one task.
@@ -72,6 +89,14 @@ pub(crate) struct Task {
     /// The offsets last committed with the stores and to the group: a commit is due while
     /// they differ from `next_offset` (set back when the group's offsets lag the stores').
     pub committed_offset: Vec<Option<u64>>,
+    /// The largest record timestamp processed (or committed before).
+    pub stream_time: Option<i64>,
+    /// The processor's punctuators of this task.
+    pub punctuators: RefCell<Punctuators>,
+    /// The processor's `init` ran for this task.
+    pub initialized: bool,
+    /// A punctuator ran since the last commit: its writes need one.
+    pub punctuated: bool,
     /// A processor failed in the middle of a record: the buffered writes may hold part of it,
     /// so they are never committed.
     pub poisoned: bool,
@@ -95,40 +120,21 @@ impl Task {
         let dir = state.task(id)?;
         let mut slots = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
-            let factory = statestore::resolve(&spec.backend)?;
-            let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
-            let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
-            let checkpoint = Arc::clone(dir.checkpoint());
-            // The task alone decides when its stores commit: at a record boundary, with its
-            // position in every commit.
-            let logged = LoggedStoreConfig {
-                commit_policy: CommitPolicy::Explicit,
-                ..spec.logged.clone()
-            };
-            let store = LoggedStore::open_with_listener(
-                inner,
-                Arc::new(log),
-                checkpoint,
-                logged,
-                listener,
-            )?;
-            // From here on nothing a previous owner of the task appends counts.
-            store.fence()?;
-            let position = read_position(&store, &config.input_topics)?;
-            let restored = store.restored();
-            slots.push(Slot {
-                name: spec.name.clone(),
-                store,
-                position,
-                restored,
-            });
+            slots.push(open_slot(
+                &dir, config, spec, clients, id, partitions, listener,
+            )?);
         }
         let resume: Vec<Option<u64>> = (0..config.input_topics.len())
             .map(|topic| {
-                let at = slots.iter().map(|slot| slot.position[topic]).min();
+                let at = slots
+                    .iter()
+                    .filter(|slot| slot.logged().is_some())
+                    .map(|slot| slot.position[topic])
+                    .min();
                 at.filter(|&at| at > 0)
             })
             .collect();
+        let stream_time = slots.iter().filter_map(|slot| slot.stream_time).max();
         let metrics = TaskMetrics::new(&config.application_id, id);
         for slot in &slots {
             metrics.restored(&slot.name, slot.restored.records);
@@ -140,16 +146,55 @@ impl Task {
             topics: config.input_topics.clone(),
             next_offset: resume.clone(),
             committed_offset: resume,
+            stream_time,
+            punctuators: RefCell::new(Punctuators::default()),
+            initialized: false,
+            punctuated: false,
             poisoned: false,
             metrics,
             _dir: dir,
         })
     }
 
-    /// True when a store's buffer reached its `commit_bytes`: the task should commit now, at
-    /// this record boundary.
+    /// Marks each store as replaying or not for the record at `offset` of input `topic`: a
+    /// store whose committed content already covers it drops its writes.
+    pub fn replay_record(&self, topic: usize, offset: u64) {
+        for slot in &self.slots {
+            let ahead = slot.logged().is_some() && offset < slot.position[topic];
+            slot.open.kv.set_replaying(ahead);
+        }
+    }
+
+    /// Marks each store as replaying or not between records (for punctuators): a store whose
+    /// committed content is ahead of the task's position on some input drops its writes.
+    pub fn replay_between_records(&self) {
+        for slot in &self.slots {
+            let ahead = slot.logged().is_some()
+                && slot
+                    .position
+                    .iter()
+                    .zip(&self.next_offset)
+                    .any(|(&held, next)| next.unwrap_or(0) < held);
+            slot.open.kv.set_replaying(ahead);
+        }
+    }
+
+    /// Moves the stream time up to `timestamp`, if that is later.
+    pub fn advance_stream_time(&mut self, timestamp: i64) {
+        if self.stream_time.is_none_or(|time| time < timestamp) {
+            self.stream_time = Some(timestamp);
+        }
+    }
+
+    /// True when a store's buffer reached its `commit_bytes` or a punctuator wrote since the
+    /// last commit: the task should commit now, at this record boundary.
     pub fn needs_commit(&self) -> bool {
-        self.slots.iter().any(|slot| slot.store.needs_commit())
+        self.punctuated
+            || self
+                .slots
+                .iter()
+                .filter_map(Slot::logged)
+                .any(LoggedStore::needs_commit)
     }
 
     /// The outcome of each store's restore.
@@ -160,9 +205,9 @@ impl Task {
             .collect()
     }
 
-    /// Commits every store with the positions `next_offset` (where they advanced), one store
-    /// after the other. Returns the offset now committed in every store, by topic index, for
-    /// the topics that have one.
+    /// Commits every store with the positions `next_offset` (where they advanced) and the
+    /// stream time, one store after the other. Returns the offset now committed in every
+    /// store, by topic index, for the topics that have one.
     pub fn commit(&mut self) -> Result<Vec<(usize, u64)>> {
         if self.poisoned {
             return Err(Error::invalid(format!(
@@ -174,22 +219,31 @@ impl Task {
         let started = Instant::now();
         let stores = self.slots.len();
         for (index, slot) in self.slots.iter_mut().enumerate() {
+            let Backing::Logged(store) = &slot.open.kv.backing else {
+                if let Backing::Local(store) = &slot.open.kv.backing {
+                    store.flush()?;
+                }
+                continue;
+            };
             let position: Vec<u64> = slot
                 .position
                 .iter()
                 .zip(&self.next_offset)
                 .map(|(&held, next)| held.max(next.unwrap_or(0)))
                 .collect();
-            if position != slot.position {
-                let bytes = encode_position(&self.topics, &position);
-                slot.store.put(POSITION_KEY, &bytes)?;
+            let stream_time = slot.stream_time.max(self.stream_time);
+            if position != slot.position || stream_time != slot.stream_time {
+                let bytes = encode_task_position(&self.topics, &position, stream_time);
+                store.put(POSITION_KEY, &bytes)?;
             }
-            slot.store.commit()?;
+            store.commit()?;
             slot.position = position;
+            slot.stream_time = stream_time;
             if index + 1 < stores {
                 fail::fail_point!("task-between-store-commits");
             }
         }
+        self.punctuated = false;
         self.committed_offset.clone_from(&self.next_offset);
         self.metrics
             .commit_seconds
@@ -210,20 +264,85 @@ impl Task {
             return committed;
         }
         for slot in &self.slots {
-            slot.store.close()?;
+            match &slot.open.kv.backing {
+                Backing::Logged(store) => store.close()?,
+                Backing::Local(store) => store.close()?,
+            }
         }
         committed
     }
 
-    /// Closes every store without committing: its buffered writes are dropped. For a task
-    /// lost to another instance, which may already be writing to the changelog.
+    /// Closes every store without committing: a logged store's buffered writes are dropped.
+    /// For a task lost to another instance, which may already be writing to the changelog.
     pub fn abandon(&self) {
         for slot in &self.slots {
-            if let Err(err) = slot.store.abandon() {
+            let closed = match &slot.open.kv.backing {
+                Backing::Logged(store) => store.abandon(),
+                Backing::Local(store) => store.close(),
+            };
+            if let Err(err) = closed {
                 tracing::warn!(task = %self.id, store = slot.name, %err, "abandoning a store");
             }
         }
     }
+}
+
+/// Opens store `spec` of task `id`: a logged one restored from its changelog and fenced, then
+/// opened as its declared kind.
+fn open_slot(
+    dir: &TaskDirectory,
+    config: &TasksConfig,
+    spec: &StoreSpec,
+    clients: &KafkaClients,
+    id: TaskId,
+    partitions: u32,
+    listener: &mut dyn RestoreListener,
+) -> Result<Slot> {
+    let factory = statestore::resolve(&spec.backend)?;
+    let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
+    let topics = &config.input_topics;
+    let (backing, position, stream_time, restored) = if spec.logging {
+        let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
+        let checkpoint = Arc::clone(dir.checkpoint());
+        // The task alone decides when its stores commit: at a record boundary, with its
+        // position in every commit.
+        let logged = LoggedStoreConfig {
+            commit_policy: CommitPolicy::Explicit,
+            ..spec.logged.clone()
+        };
+        let store =
+            LoggedStore::open_with_listener(inner, Arc::new(log), checkpoint, logged, listener)?;
+        // From here on nothing a previous owner of the task appends counts.
+        store.fence()?;
+        let (position, stream_time) = read_position(&store, topics)?;
+        let restored = store.restored();
+        (
+            Backing::Logged(Box::new(store)),
+            position,
+            stream_time,
+            restored,
+        )
+    } else {
+        // Nothing to restore from: the store is whatever this machine kept.
+        let restored = RestoreOutcome {
+            wiped: false,
+            from: 0,
+            records: 0,
+            checkpoint: None,
+            epoch: 0,
+            fenced: 0,
+        };
+        (Backing::Local(inner), vec![0; topics.len()], None, restored)
+    };
+    let kv = Arc::new(TaskKv::new(spec.name.clone(), backing));
+    let view = StoreView::open(&kv, &spec.kind)?;
+    Ok(Slot {
+        name: spec.name.clone(),
+        open: OpenStore { kv, view },
+        position,
+        stream_time,
+        restored,
+    })
 }
 
 /// The position `store` holds for each of `topics` (0 for a topic it holds none for).
@@ -231,10 +350,10 @@ impl Task {
 /// # Errors
 /// `Corruption` for a position that cannot be decoded; `InvalidArgument` for a one-topic
 /// position under several input topics: which topic it belongs to is not recorded.
-fn read_position(store: &LoggedStore, topics: &[String]) -> Result<Vec<u64>> {
+fn read_position(store: &LoggedStore, topics: &[String]) -> Result<(Vec<u64>, Option<i64>)> {
     match store.get(POSITION_KEY)? {
-        None => Ok(vec![0; topics.len()]),
-        Some(bytes) => decode_position(&bytes, topics).map_err(|err| match err {
+        None => Ok((vec![0; topics.len()], None)),
+        Some(bytes) => decode_task_position(&bytes, topics).map_err(|err| match err {
             Error::Corruption(why) => Error::Corruption(format!("store {store:?}: {why}")),
             Error::InvalidArgument(why) => {
                 Error::InvalidArgument(format!("store {store:?}: {why}"))
@@ -244,7 +363,41 @@ fn read_position(store: &LoggedStore, topics: &[String]) -> Result<Vec<u64>> {
     }
 }
 
-/// The bytes of `position` (one offset per topic of `topics`), as [`POSITION_KEY`] holds them.
+/// The bytes of `position` and `stream_time`, as [`POSITION_KEY`] holds them.
+fn encode_task_position(topics: &[String], position: &[u64], stream_time: Option<i64>) -> Vec<u8> {
+    let Some(time) = stream_time else {
+        return encode_position(topics, position);
+    };
+    let mut bytes = vec![WITH_STREAM_TIME];
+    bytes.extend_from_slice(&time.to_be_bytes());
+    bytes.extend_from_slice(&encode_position(topics, position));
+    bytes
+}
+
+/// The input position of each of `topics` (0 for a topic it names none for) and the stream
+/// time held in `bytes`, a value of [`POSITION_KEY`]: for tools that read a task's changelog.
+///
+/// # Errors
+/// `Corruption` for bytes that cannot be decoded; `InvalidArgument` for a one-topic position
+/// under several `topics` (which topic it belongs to is not recorded).
+pub fn decode_task_position(bytes: &[u8], topics: &[String]) -> Result<(Vec<u64>, Option<i64>)> {
+    // An 8-byte value is a one-topic position, whatever its first byte.
+    if bytes.len() != 8
+        && let Some((&WITH_STREAM_TIME, rest)) = bytes.split_first()
+    {
+        let (time, rest) = rest.split_at_checked(8).ok_or_else(|| {
+            Error::Corruption(format!(
+                "the task position of {} bytes cannot be decoded",
+                bytes.len()
+            ))
+        })?;
+        let time = i64::from_be_bytes(time.try_into().unwrap_or_default());
+        return Ok((decode_position(rest, topics)?, Some(time)));
+    }
+    Ok((decode_position(bytes, topics)?, None))
+}
+
+/// The bytes of `position` (one offset per topic of `topics`).
 fn encode_position(topics: &[String], position: &[u64]) -> Vec<u8> {
     if let [next] = position {
         return next.to_be_bytes().to_vec();
@@ -306,7 +459,7 @@ fn decode_position(bytes: &[u8], topics: &[String]) -> Result<Vec<u64>> {
 mod tests {
     use std::sync::Arc;
 
-    use super::{decode_position, encode_position};
+    use super::{decode_position, decode_task_position, encode_position, encode_task_position};
 
     use statestore::memory::{Config, MemoryStore};
     use statestore_changelog::{Changelog, Checkpoint, LoggedStore, LoggedStoreConfig, MemoryLog};
@@ -377,6 +530,36 @@ mod tests {
             decode_position(&bytes, &topics(&["clicks"])).expect("decode"),
             [7]
         );
+    }
+
+    #[test]
+    fn the_stream_time_rides_with_the_position() {
+        for names in [&["in"][..], &["clicks", "views"][..]] {
+            let topics = topics(names);
+            let position: Vec<u64> = (0..names.len() as u64).map(|i| 40 + i).collect();
+            for time in [
+                None,
+                Some(0),
+                Some(-5),
+                Some(1_800_000_000_000),
+                Some(i64::MIN),
+            ] {
+                let bytes = encode_task_position(&topics, &position, time);
+                assert_eq!(
+                    decode_task_position(&bytes, &topics).expect("decode"),
+                    (position.clone(), time)
+                );
+            }
+        }
+        // A one-topic position that happens to start with the tag is still a position.
+        let one = topics(&["in"]);
+        let bytes = (u64::from(b'S') << 56).to_be_bytes();
+        assert_eq!(
+            decode_task_position(&bytes, &one).expect("decode"),
+            (vec![u64::from(b'S') << 56], None)
+        );
+        let err = decode_task_position(b"S1234", &one).expect_err("cut stream time");
+        assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u3
     let Some((input, partitions)) = counted else {
         return Err(Error::invalid("no input topic is configured"));
     };
-    for store in &config.stores {
+    for store in config.stores.iter().filter(|store| store.logging) {
         let changelog = config.changelog_config(store, partitions);
         let topic = changelog.topic();
         let count = match clients.partition_count(&topic)? {

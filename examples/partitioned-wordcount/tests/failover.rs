@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
-use statestore_tasks::POSITION_KEY;
+use statestore_tasks::{POSITION_KEY, decode_task_position};
 use store_api::BatchOp;
 
 const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
@@ -788,7 +788,10 @@ fn assert_positions_never_move_back(bootstrap: &str, app: &str) {
                     if let BatchOp::Put { key, value } = op
                         && key == POSITION_KEY
                     {
-                        let position = u64::from_be_bytes(value.try_into().expect("8 bytes"));
+                        let topics = [String::new()];
+                        let (position, _) =
+                            decode_task_position(&value, &topics).expect("position");
+                        let position = position[0];
                         assert!(
                             position >= last,
                             "{topic}/{partition}: the position moved back from {last} to \
