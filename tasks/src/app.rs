@@ -32,6 +32,10 @@ use crate::{TaskEvent, TaskEventKind};
 /// changelogs, and a stale assignment is noticed.
 const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often wall-clock punctuators are looked at: their time resolution, and not once per
+/// record, which would lock every task for each.
+const WALL_CLOCK_CHECK_INTERVAL: Duration = Duration::from_millis(1);
+
 /// The longest the group-list request is left alone after it failed: a coordinator that cannot
 /// describe groups (unpatched tansu 0.6 on SQLite, see `scripts/broker.sh`) also closes the
 /// connection, which the group's heartbeats share.
@@ -48,6 +52,8 @@ pub struct Application {
     /// The wait before the next `DescribeGroups`, doubled after each failure.
     describe_backoff: Duration,
     last_progress_check: Instant,
+    /// When the tasks' wall-clock punctuators were last looked at.
+    last_wall_clock: Instant,
     /// The group offset of each input partition (topic, partition) owned elsewhere and
     /// lagging, and since when it has not moved.
     progress: BTreeMap<(String, u32), (Offset, Instant)>,
@@ -126,6 +132,7 @@ impl Application {
             last_group_check: Instant::now(),
             describe_backoff: GROUP_CHECK_INTERVAL,
             last_progress_check: Instant::now(),
+            last_wall_clock: Instant::now(),
             progress: BTreeMap::new(),
             progress_since: 0,
             closed: false,
@@ -202,11 +209,15 @@ impl Application {
                 process_message(&self.shared, &message, outputs.pending(), processor)?
             }
         };
-        punctuate_wall_clock(
-            &self.shared,
-            self.shared.outputs.lock().pending(),
-            processor,
-        )?;
+        if self.last_wall_clock.elapsed() >= WALL_CLOCK_CHECK_INTERVAL {
+            // Starts idle tasks too, so that their wall-clock punctuators run without records.
+            punctuate_wall_clock(
+                &self.shared,
+                self.shared.outputs.lock().pending(),
+                processor,
+            )?;
+            self.last_wall_clock = Instant::now();
+        }
         self.send_outputs()?;
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
