@@ -118,6 +118,10 @@ pub struct TasksConfig {
     /// [`stall_timeout`](TasksConfig::stall_timeout) (tansu can keep a dead leader's
     /// assignment). Kafka and nisshi need neither.
     pub tansu_workarounds: bool,
+    /// How the input's producers partition keys, so that a key's partition, and so its task,
+    /// can be told (see [`KeyPartitioner`](crate::KeyPartitioner)). Default `murmur2` (Kafka's
+    /// Java producer and Kafka Streams); librdkafka's own default is `crc32`.
+    pub key_partitioner: crate::KeyPartitioner,
 }
 
 impl Default for TasksConfig {
@@ -141,6 +145,7 @@ impl Default for TasksConfig {
             properties: BTreeMap::new(),
             production_error: ProductionErrorPolicy::Fail,
             tansu_workarounds: false,
+            key_partitioner: crate::KeyPartitioner::default(),
         }
     }
 }
