@@ -9,7 +9,7 @@
 //!   `crc32(key) % partitions`, where an empty key goes to a random partition.
 //!
 //! A producer with another partitioner (or one that names partitions itself) is queried by
-//! partition.
+//! partition: [`Queries::metadata_for_partition`](crate::Queries::metadata_for_partition).
 
 use serde::{Deserialize, Serialize};
 

@@ -95,7 +95,7 @@ impl TaskStore<'_> {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<()> {
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key == EPOCH_KEY {
         return Err(Error::invalid(
             "the key \\0statestore.epoch is reserved for the changelog's writer epoch",
