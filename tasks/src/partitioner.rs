@@ -114,12 +114,15 @@ mod tests {
 
     #[test]
     fn partitions_follow_the_producers_formulas() {
-        // Java: Utils.toPositive(murmur2("foobar")) % 4, toPositive = & 0x7fffffff.
-        let foobar = (-790_332_482i32 & 0x7fff_ffff).cast_unsigned() % 4;
-        assert_eq!(
-            KeyPartitioner::Murmur2.partition(b"foobar", 4),
-            Some(foobar)
-        );
+        // Java: Utils.toPositive(murmur2("foobar")) % n, toPositive = & 0x7fffffff; a count
+        // that is not a power of two tells the sign bit's masking from none.
+        for partitions in [4, 7] {
+            let foobar = (-790_332_482i32 & 0x7fff_ffff).cast_unsigned() % partitions;
+            assert_eq!(
+                KeyPartitioner::Murmur2.partition(b"foobar", partitions),
+                Some(foobar)
+            );
+        }
         // CRC-32's check value: crc32("123456789") = 0xCBF43926.
         assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
         assert_eq!(
