@@ -70,8 +70,8 @@ pub use context::ProcessorContext;
 pub use outputs::ProductionErrorPolicy;
 pub use partitioner::{KeyPartitioner, murmur2};
 pub use queries::{
-    InstanceMetadata, KeyQueryMetadata, LocalRead, Queries, QueryError, ReadFrom, ReadSource,
-    Staleness,
+    InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
+    ReadSource, Staleness,
 };
 pub use store::TaskStore;
 pub use task::POSITION_KEY;

@@ -23,11 +23,13 @@
 //!
 //! # Local reads
 //! [`Queries::get`] reads the store of this instance's active task for the key's partition,
-//! or with [`ReadFrom::ActiveOrStandby`] its standby copy, and says which ([`ReadSource`]).
+//! or with [`ReadFrom::ActiveOrStandby`] its standby copy, and says which ([`ReadSource`]);
+//! [`Queries::range`] and [`Queries::prefix_scan`] read a partition's entries the same way.
 //! - An active task's read sees every write of the task, committed or not, as Kafka Streams'
 //!   interactive queries do: a value read may be lost by a crash before the next commit and
-//!   recomputed after it. The read takes the tasks' lock for one point lookup, so it holds
-//!   processing up for that long; it waits while a commit holds the lock.
+//!   recomputed after it. The read takes the tasks' lock for one point lookup (or to open a
+//!   range's iterator, which is then read without it), so it holds processing up for that
+//!   long; it waits while a commit holds the lock.
 //! - A standby copy holds only what its changelogs hold: the owner's writes up to its last
 //!   commit (every `commit_interval_ms`), applied when the copy last caught up (every
 //!   second). [`Staleness`] says when that was and how many changelog offsets it had not
@@ -35,19 +37,18 @@
 //! - The reserved keys ([`POSITION_KEY`](crate::POSITION_KEY) and the changelog's epoch key)
 //!   are refused, as a processor's reads refuse them.
 
+mod local;
 mod state;
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use store_api::KeyValueStore;
-
+pub use self::local::LocalRange;
 pub use self::state::InstanceMetadata;
 use self::state::current;
 pub(crate) use self::state::{QueryState, StandbyView, describes_group};
 use crate::group::Shared;
 use crate::partitioner::KeyPartitioner;
-use crate::store::check_key;
 
 /// The oldest description of the group that metadata is answered from: five times the
 /// one-second interval at which the poll loop reads it.
@@ -163,7 +164,7 @@ impl Queries {
         }
     }
 
-    fn shared(&self) -> Result<Arc<Shared>, QueryError> {
+    pub(crate) fn shared(&self) -> Result<Arc<Shared>, QueryError> {
         self.shared
             .upgrade()
             .filter(|shared| !shared.queries.is_closed())
@@ -248,60 +249,6 @@ impl Queries {
     pub fn get(&self, store: &str, key: &[u8], from: ReadFrom) -> Result<LocalRead, QueryError> {
         let partition = self.partition_of(key)?;
         self.get_in_partition(store, partition, key, from)
-    }
-
-    /// As [`get`](Queries::get), in partition `partition`'s task, whatever the key's hash.
-    ///
-    /// # Errors
-    /// As [`get`](Queries::get).
-    pub fn get_in_partition(
-        &self,
-        store: &str,
-        partition: u32,
-        key: &[u8],
-        from: ReadFrom,
-    ) -> Result<LocalRead, QueryError> {
-        let shared = self.shared()?;
-        if !shared.config.stores.iter().any(|spec| spec.name == store) {
-            return Err(QueryError::UnknownStore(store.to_owned()));
-        }
-        check_key(key)?;
-        {
-            let tasks = shared.tasks.lock();
-            if let Some(task) = tasks.get(&partition) {
-                let slot = task.slots.iter().find(|slot| slot.name == store);
-                let slot = slot.ok_or_else(|| QueryError::UnknownStore(store.to_owned()))?;
-                return Ok(LocalRead {
-                    value: slot.store.get(key)?,
-                    partition,
-                    source: ReadSource::Active,
-                });
-            }
-        }
-        let not_local = QueryError::NotLocal { partition };
-        if from == ReadFrom::Active {
-            return Err(not_local);
-        }
-        let view = shared.queries.standbys.lock().get(&partition).cloned();
-        let Some(view) = view else {
-            return Err(not_local);
-        };
-        let Some((_, copy, behind)) = view.stores.iter().find(|(name, _, _)| name == store) else {
-            return Err(QueryError::UnknownStore(store.to_owned()));
-        };
-        let value = match copy.get(key) {
-            // Closed by the poll loop meanwhile: no longer wanted here, or promoted.
-            Err(store_api::Error::Closed) => return Err(not_local),
-            other => other?,
-        };
-        Ok(LocalRead {
-            value,
-            partition,
-            source: ReadSource::Standby(Staleness {
-                caught_up: view.caught_up,
-                offsets_behind: *behind,
-            }),
-        })
     }
 }
 

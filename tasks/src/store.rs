@@ -111,7 +111,7 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
 
 /// Leaves out the task's position and the changelog's writer epoch, which the task keeps in
 /// every store.
-fn hide_position(iter: KvIter) -> KvIter {
+pub(crate) fn hide_position(iter: KvIter) -> KvIter {
     Box::new(iter.filter(|item| {
         !matches!(item, Ok((key, _)) if key.as_slice() == POSITION_KEY || key.as_slice() == EPOCH_KEY)
     }))

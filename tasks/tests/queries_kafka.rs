@@ -5,6 +5,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -250,6 +251,62 @@ fn two_instances_answer_for_their_tasks_and_name_owners_and_standbys() {
         });
         assert_eq!(copy.as_deref().map(decode), Some(count));
         assert!(staleness.age() < Duration::from_secs(30), "{staleness:?}");
+    }
+    // Each partition's entries, from its owner and from the standby copy on the other one.
+    for partition in 0..PARTITIONS {
+        let wanted: BTreeMap<String, u64> = expected
+            .iter()
+            .filter(|(w, _)| {
+                KeyPartitioner::Murmur2.partition(w.as_bytes(), PARTITIONS) == Some(partition)
+            })
+            .map(|(w, &c)| (w.clone(), c))
+            .collect();
+        let read = |queries: &Queries, from| -> Option<(BTreeMap<String, u64>, ReadSource)> {
+            let range = queries
+                .range(
+                    "counts",
+                    partition,
+                    (Bound::Unbounded, Bound::Unbounded),
+                    false,
+                    from,
+                )
+                .ok()?;
+            let entries = range
+                .entries
+                .map(|entry| {
+                    entry.map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), decode(&v)))
+                })
+                .collect::<store_api::Result<_>>()
+                .expect("entries");
+            Some((entries, range.source))
+        };
+        let (owner, other) = match read(&a.queries, ReadFrom::Active) {
+            Some(_) => (&a, &b),
+            None => (&b, &a),
+        };
+        let (entries, source) = read(&owner.queries, ReadFrom::Active).expect("the owner");
+        assert_eq!(
+            (entries, source),
+            (wanted.clone(), ReadSource::Active),
+            "{partition}"
+        );
+        eventually(Duration::from_secs(30), || {
+            let (entries, source) = read(&other.queries, ReadFrom::ActiveOrStandby)?;
+            (matches!(source, ReadSource::Standby(_)) && entries == wanted).then_some(())
+        });
+        let prefixed: Vec<_> = owner
+            .queries
+            .prefix_scan("counts", partition, b"w1", ReadFrom::Active)
+            .expect("prefix scan")
+            .entries
+            .map(|entry| String::from_utf8_lossy(&entry.expect("entry").0).into_owned())
+            .collect();
+        let wanted_prefixed: Vec<_> = wanted
+            .keys()
+            .filter(|w| w.starts_with("w1"))
+            .cloned()
+            .collect();
+        assert_eq!(prefixed, wanted_prefixed, "{partition}");
     }
     assert!(matches!(
         a.queries.get("nope", b"w1", ReadFrom::Active),
