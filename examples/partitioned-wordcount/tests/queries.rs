@@ -172,6 +172,56 @@ fn parse_counts(text: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// Produces `LINES` lines to a new topic and returns it with the expected counts.
+fn produce(bootstrap: &str) -> (String, BTreeMap<String, u64>) {
+    let topic = unique("pwc-iq-words");
+    let lines = LINES.to_string();
+    let args = [
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        &topic,
+        "--lines",
+        &lines,
+    ];
+    output(&[&["produce"][..], &args].concat());
+    let expected = parse_counts(&output(&["expected", "--lines", &lines]));
+    assert!(expected.len() > 10);
+    (topic, expected)
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Asks `endpoint` for `word` until it answers `count` (counts grow while the input is
+/// processed; a 503 is a group still settling) or `deadline` passes, and returns the answer.
+fn exact(agent: &ureq::Agent, endpoint: &str, word: &str, count: u64, deadline: Instant) -> Answer {
+    let url = format!("http://{endpoint}/count/{word}");
+    let answer = loop {
+        let answer = get_ok(
+            agent,
+            &url,
+            deadline.saturating_duration_since(Instant::now()),
+        );
+        let got: u64 = answer.body.trim().parse().expect("a count");
+        if got == count || Instant::now() >= deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        answer.body.trim(),
+        count.to_string(),
+        "{word} asked of {endpoint}"
+    );
+    answer
+}
+
 #[test]
 fn either_instance_answers_every_count_forwarding_to_the_owner() {
     let Some(bootstrap) = statestore_test_support::kafka_bootstrap(
@@ -179,53 +229,21 @@ fn either_instance_answers_every_count_forwarding_to_the_owner() {
     ) else {
         return;
     };
-    let (app, topic) = (unique("pwc-iq"), unique("pwc-iq-words"));
-    let lines = LINES.to_string();
-    output(&[
-        "produce",
-        "--bootstrap",
-        &bootstrap,
-        "--topic",
-        &topic,
-        "--lines",
-        &lines,
-    ]);
-    let expected = parse_counts(&output(&["expected", "--lines", &lines]));
-    assert!(expected.len() > 10);
+    let app = unique("pwc-iq");
+    let (topic, expected) = produce(&bootstrap);
     let (mut a, _a_dir) = Instance::start(&bootstrap, &topic, &app, &[]);
     let (mut b, _b_dir) = Instance::start(&bootstrap, &topic, &app, &[]);
     a.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
     b.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = agent();
     let endpoints = [a.endpoint.clone(), b.endpoint.clone()];
 
-    // Every word from either instance; counts grow until the input is processed.
+    // Every word from either instance.
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut forwarded = [0usize; 2];
     for (word, &count) in &expected {
         for (asked, endpoint) in endpoints.iter().enumerate() {
-            let url = format!("http://{endpoint}/count/{word}");
-            let answer = loop {
-                let answer = get_ok(
-                    &agent,
-                    &url,
-                    deadline.saturating_duration_since(Instant::now()),
-                );
-                let got: u64 = answer.body.trim().parse().expect("a count");
-                if got == count || Instant::now() >= deadline {
-                    break answer;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            };
-            assert_eq!(
-                answer.body.trim(),
-                count.to_string(),
-                "{word} asked of {endpoint}"
-            );
+            let answer = exact(&agent, endpoint, word, count, deadline);
             assert_eq!(answer.source, "active", "{word}");
             if answer.served_by != *endpoint {
                 assert_eq!(answer.served_by, endpoints[1 - asked], "{word}");
@@ -270,4 +288,78 @@ fn either_instance_answers_every_count_forwarding_to_the_owner() {
     }
     a.stop();
     b.stop();
+}
+
+/// While a third instance joins and then one of the first two is killed with SIGKILL (its
+/// tasks move after the session timeout), every count an instance answers is exact: the
+/// group in flux gets 503 (or 502 when forwarded to the dead one), never a stale or partial
+/// count.
+#[test]
+fn answers_stay_exact_or_unavailable_while_instances_join_and_die() {
+    let Some(bootstrap) = statestore_test_support::kafka_bootstrap(
+        "answers_stay_exact_or_unavailable_while_instances_join_and_die",
+    ) else {
+        return;
+    };
+    let app = unique("pwc-iq-churn");
+    let (topic, expected) = produce(&bootstrap);
+    let (mut a, _a_dir) = Instance::start(&bootstrap, &topic, &app, &[]);
+    let (mut b, _b_dir) = Instance::start(&bootstrap, &topic, &app, &[]);
+    a.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    b.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    let agent = agent();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for (word, &count) in &expected {
+        exact(&agent, &a.endpoint, word, count, deadline);
+    }
+
+    // A keeps being asked every word while the group changes under it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asking = {
+        let (stop, agent, endpoint, expected) = (
+            stop.clone(),
+            agent.clone(),
+            a.endpoint.clone(),
+            expected.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (word, &count) in &expected {
+                    let answer = get(&agent, &format!("http://{endpoint}/count/{word}"));
+                    if answer.status == 200 {
+                        assert_eq!(answer.body.trim(), count.to_string(), "{word} during churn");
+                    } else {
+                        assert!(
+                            [502, 503].contains(&answer.status),
+                            "{word}: {}",
+                            answer.body
+                        );
+                    }
+                    *statuses.entry(answer.status).or_default() += 1;
+                }
+            }
+            statuses
+        })
+    };
+    let (mut c, _c_dir) = Instance::start(&bootstrap, &topic, &app, &[]);
+    c.wait_for(Duration::from_secs(120), |l| l.starts_with("assigned"));
+    std::thread::sleep(Duration::from_secs(3));
+    b.child.kill().expect("SIGKILL");
+    let _ = b.child.wait();
+    // B's tasks move after its session timeout (10 s); then A and C answer every word.
+    std::thread::sleep(Duration::from_secs(12));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for (word, &count) in &expected {
+        exact(&agent, &a.endpoint, word, count, deadline);
+        exact(&agent, &c.endpoint, word, count, deadline);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let statuses = asking
+        .join()
+        .expect("every answer during the churn was exact or refused");
+    eprintln!("answers during the churn by status: {statuses:?}");
+    assert!(statuses.get(&200).is_some_and(|&n| n > 0), "{statuses:?}");
+    a.stop();
+    c.stop();
 }
