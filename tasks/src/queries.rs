@@ -35,7 +35,15 @@
 //!   second). [`Staleness`] says when that was and how many changelog offsets it had not
 //!   applied then. It is read without any lock of the application.
 //! - The reserved keys ([`POSITION_KEY`](crate::POSITION_KEY) and the changelog's epoch key)
-//!   are refused, as a processor's reads refuse them.
+//!   are refused to `get` and left out of ranges, as a processor's reads do.
+//!
+//! # Limits
+//! - Every instance is assumed to run with the same `num_standby_replicas` and
+//!   `key_partitioner`: the standbys named are those placed by this instance's setting.
+//! - The group is read on the poll loop, between records; a long first catch-up of a new
+//!   standby copy delays it, and metadata then fails with `NoMetadata` until it is read again.
+//! - With `cooperative-sticky` on a coordinator that reports no assignments (tansu 0.6) the
+//!   assignment cannot be computed: metadata always fails with `Rebalancing`.
 
 mod local;
 mod state;
