@@ -23,6 +23,7 @@ use crate::context::{Processor, ProcessorContext, process_message, punctuate_wal
 use crate::group::{GroupContext, Shared, commit_group, partition_id};
 use crate::members;
 use crate::outputs::Outputs;
+use crate::queries::{Queries, QueryState, describes_group};
 use crate::restorer::Restorer;
 use crate::standby::{Standby, Standbys, standby_tasks};
 use crate::topics::{self, convert};
@@ -84,6 +85,9 @@ impl Application {
         listener: Box<dyn RestoreListener + Send>,
     ) -> Result<Application> {
         config.validate()?;
+        if let Some(endpoint) = &config.application_server {
+            crate::endpoint::validate(endpoint)?;
+        }
         let inputs = config.input_topics.clone();
         let state = StateDirectory::open(&config.state_dir, &config.application_id)?;
         let clients = config
@@ -101,11 +105,15 @@ impl Application {
             events: Mutex::new(Vec::new()),
             listener: Mutex::new(listener),
             standbys: Mutex::new(Standbys::new()),
-            client_id: unique_client_id(&config.application_id),
+            client_id: unique_client_id(
+                &config.application_id,
+                config.application_server.as_deref(),
+            ),
             rebalances: AtomicU64::new(0),
             clients,
             outputs: Mutex::new(Outputs::new(config.production_error)),
             restorer: Mutex::new(Restorer::new()),
+            queries: QueryState::new(),
             config,
         });
         let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -162,6 +170,11 @@ impl Application {
             .keys()
             .map(|&p| TaskId::new(0, p))
             .collect()
+    }
+
+    /// A handle for interactive queries from any thread (see [`Queries`]).
+    pub fn queries(&self) -> Queries {
+        Queries::new(&self.shared)
     }
 
     /// Output records that were not delivered: dropped under
@@ -222,7 +235,7 @@ impl Application {
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
         }
-        if self.shared.config.num_standby_replicas > 0
+        if describes_group(&self.shared.config)
             && self.last_group_check.elapsed() >= self.describe_backoff
         {
             self.maintain_standbys()?;
@@ -342,6 +355,7 @@ impl Application {
             return Ok(());
         }
         self.closed = true;
+        self.shared.queries.close();
         self.shared
             .abandon_restores(self.shared.config.request_timeout());
         let flushed = self.flush_outputs();

@@ -13,12 +13,14 @@ const TANSU_FETCH_WAIT_MS: &str = "20";
 /// unless the properties say otherwise.
 const STATISTICS_INTERVAL_MS: &str = "5000";
 
-/// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`.
-pub(crate) fn unique_client_id(application_id: &str) -> String {
+/// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`, followed by
+/// the instance's endpoint when it has one (see the `endpoint` module).
+pub(crate) fn unique_client_id(application_id: &str, endpoint: Option<&str>) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    format!("{application_id}-{}-{nanos}", std::process::id())
+    let unique = format!("{application_id}-{}-{nanos}", std::process::id());
+    crate::endpoint::encode(&unique, endpoint)
 }
 
 /// Bootstrap servers, the passthrough properties and the timeouts.

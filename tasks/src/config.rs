@@ -159,6 +159,15 @@ pub struct TasksConfig {
     /// [`stall_timeout`](TasksConfig::stall_timeout) (tansu can keep a dead leader's
     /// assignment). Kafka and nisshi need neither.
     pub tansu_workarounds: bool,
+    /// Kafka Streams' `application.server`: the `host:port` at which this instance answers
+    /// interactive queries, advertised to the other instances through its `client.id` (see
+    /// [`Queries`](crate::Queries)). Setting it makes the poll loop read the group's members
+    /// every second. Default none.
+    pub application_server: Option<String>,
+    /// How the input's producers partition keys, for
+    /// [`Queries::metadata_for_key`](crate::Queries::metadata_for_key). Default `murmur2`
+    /// (Kafka's Java producer and Kafka Streams); librdkafka's own default is `crc32`.
+    pub key_partitioner: crate::KeyPartitioner,
 }
 
 impl Default for TasksConfig {
@@ -182,6 +191,8 @@ impl Default for TasksConfig {
             properties: BTreeMap::new(),
             production_error: ProductionErrorPolicy::Fail,
             tansu_workarounds: false,
+            application_server: None,
+            key_partitioner: crate::KeyPartitioner::default(),
         }
     }
 }

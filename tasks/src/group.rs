@@ -20,6 +20,7 @@ use store_api::{Error, ErrorKind, Result};
 
 use crate::config::TasksConfig;
 use crate::outputs::Outputs;
+use crate::queries::QueryState;
 use crate::restorer::{Restored, Restorer, Restoring};
 use crate::standby::Standbys;
 use crate::task::Task;
@@ -52,6 +53,9 @@ pub(crate) struct Shared {
     pub outputs: Mutex<Outputs>,
     /// The tasks being restored on restore threads.
     pub restorer: Mutex<Restorer>,
+    /// What interactive queries read besides the tasks: the group's description and the
+    /// standby copies' read handles.
+    pub queries: QueryState,
 }
 
 impl Shared {
@@ -337,6 +341,7 @@ impl Shared {
         let mut standbys = self.standbys.lock();
         for partition in partitions {
             if let Some(standby) = standbys.remove(partition) {
+                self.queries.forget_standby(*partition);
                 tracing::info!(task = %standby.id, replayed = standby.replayed, "promoting standby");
                 if let Err(err) = standby.close() {
                     tracing::warn!(%err, partition, "closing a promoted standby");

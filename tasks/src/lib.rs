@@ -19,6 +19,9 @@
 //!   [`POSITION_KEY`] and the `task` module's docs). A task resumes from that position after a
 //!   crash or a move, not from the group offset, which is committed too, for monitoring and as
 //!   a floor for a task that never committed state.
+//! - Interactive queries ([`Application::queries`], the [`queries`] module): read this
+//!   instance's active and standby stores from any thread, and ask which instance owns a key,
+//!   each instance advertising its [`application_server`](TasksConfig::application_server).
 //!
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
@@ -48,11 +51,14 @@ mod app;
 mod client_config;
 mod config;
 mod context;
+mod endpoint;
 mod group;
 mod members;
 pub mod metrics;
 mod outputs;
+mod partitioner;
 mod punctuation;
+pub mod queries;
 mod restorer;
 mod standby;
 mod store;
@@ -64,7 +70,12 @@ pub use app::Application;
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
 pub use context::{Processor, ProcessorContext, TaskContext};
 pub use outputs::ProductionErrorPolicy;
+pub use partitioner::{KeyPartitioner, murmur2};
 pub use punctuation::{Punctuation, PunctuationType, PunctuatorId};
+pub use queries::{
+    InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
+    ReadSource, Staleness,
+};
 pub use store::TaskStore;
 pub use stores::{OpenStore, StoreHandle, StoreKind, StoreType, TaskKv};
 pub use task::{POSITION_KEY, decode_task_position};

@@ -16,14 +16,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use statestore_changelog::{
-    KafkaClients, KafkaLog, RestoreListener, StateDirectory, TaskDirectory, TaskId, restore,
+    Changelog, KafkaClients, KafkaLog, RestoreListener, StateDirectory, TaskDirectory, TaskId,
+    restore,
 };
 use store_api::{KeyValueStore, Result};
 
 use crate::config::TasksConfig;
 use crate::members::Member;
+use crate::queries::StandbyView;
 
 /// The tasks the member that is client `me` keeps a standby copy of; `members` sorted by
 /// member id.
@@ -31,25 +34,39 @@ pub(crate) fn standby_tasks(members: &[Member], me: &str, replicas: u32) -> BTre
     let Some(my_index) = members.iter().position(|m| m.is(me)) else {
         return BTreeSet::new();
     };
-    let count = members.len();
     let mut mine = BTreeSet::new();
     for (owner, member) in members.iter().enumerate() {
-        let chosen = (1..count)
-            .map(|step| (owner + step) % count)
-            .take(usize::try_from(replicas).unwrap_or(usize::MAX));
-        if chosen.into_iter().any(|index| index == my_index) {
+        if standby_members(members.len(), owner, replicas).any(|index| index == my_index) {
             mine.extend(member.partitions.iter().copied());
         }
     }
     mine
 }
 
+/// The indexes, among `count` members sorted by member id, of the members that keep standby
+/// copies of the tasks of member `owner`: the `replicas` that follow it, wrapping around,
+/// never the owner itself. Queries name the same members (see the `queries` module).
+pub(crate) fn standby_members(
+    count: usize,
+    owner: usize,
+    replicas: u32,
+) -> impl Iterator<Item = usize> {
+    (1..count)
+        .map(move |step| (owner + step) % count)
+        .take(usize::try_from(replicas).unwrap_or(usize::MAX))
+}
+
 /// A standby copy of one task: its stores, kept up to date by replaying their changelogs.
 pub(crate) struct Standby {
     pub id: TaskId,
     stores: Vec<(Arc<dyn KeyValueStore>, KafkaLog, usize)>,
+    /// The stores' names, in the order of `stores`.
+    names: Vec<String>,
     /// Records replayed since the copy was opened.
     pub replayed: u64,
+    /// When the last catch-up ended, and each store's changelog offsets past the last commit
+    /// it applied then (records appended meanwhile, commit markers, a commit in progress).
+    caught_up: Option<(SystemTime, Vec<u64>)>,
     dir: TaskDirectory,
 }
 
@@ -75,7 +92,9 @@ impl Standby {
         Ok(Standby {
             id,
             stores,
+            names: config.stores.iter().map(|spec| spec.name.clone()).collect(),
             replayed: 0,
+            caught_up: None,
             dir,
         })
     }
@@ -84,12 +103,33 @@ impl Standby {
     /// the task's checkpoint) and checkpoints it.
     pub fn catch_up(&mut self, listener: &mut dyn RestoreListener) -> Result<u64> {
         let mut records = 0;
+        let mut behind = Vec::with_capacity(self.stores.len());
         for (store, log, batch) in &self.stores {
             let outcome = restore(store.as_ref(), log, self.dir.checkpoint(), *batch, listener)?;
             records += outcome.records;
+            // One more request per store and second; it is what a query's staleness says.
+            let applied_up_to = outcome.checkpoint.map_or(outcome.from, |last| last + 1);
+            behind.push(log.end_offset()?.saturating_sub(applied_up_to));
         }
         self.replayed += records;
+        self.caught_up = Some((SystemTime::now(), behind));
         Ok(records)
+    }
+
+    /// Read handles to the stores for queries, once the copy has caught up at least once.
+    pub fn view(&self) -> Option<StandbyView> {
+        let (caught_up, behind) = self.caught_up.as_ref()?;
+        let stores = self
+            .names
+            .iter()
+            .zip(&self.stores)
+            .zip(behind)
+            .map(|((name, (store, _, _)), &behind)| (name.clone(), Arc::clone(store), behind))
+            .collect();
+        Some(StandbyView {
+            stores,
+            caught_up: *caught_up,
+        })
     }
 
     /// Flushes and closes the stores, keeping their files.

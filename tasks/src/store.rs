@@ -104,8 +104,8 @@ pub(crate) fn is_reserved(key: &[u8]) -> bool {
     key == POSITION_KEY || key == EPOCH_KEY
 }
 
-/// Leaves out the task's position (with its stream time) and the changelog's writer epoch, which the
-/// task keeps in every store.
+/// Leaves out the task's position (with its stream time) and the changelog's writer epoch,
+/// which the task keeps in every store.
 pub(crate) fn hide_reserved(iter: KvIter) -> KvIter {
     Box::new(iter.filter(|item| !matches!(item, Ok((key, _)) if is_reserved(key))))
 }

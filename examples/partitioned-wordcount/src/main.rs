@@ -10,8 +10,14 @@
 //! partitioned-wordcount counts --bootstrap 127.0.0.1:19092     # from the changelog topics
 //! partitioned-wordcount expected --lines 100000                # what they must equal
 //! ```
+//!
+//! With `run --serve 127.0.0.1:8081`, an instance answers `GET /count/<word>` for any word,
+//! forwarding to the instance that owns it (see the `serve` module). Words are partitioned
+//! with Kafka's default, murmur2, by the producer (`produce --partitioner`) and by the
+//! queries (`run --key-partitioner`): the two must agree.
 
 mod local;
+mod serve;
 mod text;
 
 use std::collections::BTreeMap;
@@ -27,7 +33,8 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog};
 use statestore_tasks::{
-    Application, POSITION_KEY, ProcessorContext, StoreSpec, TaskEventKind, TasksConfig,
+    Application, KeyPartitioner, POSITION_KEY, ProcessorContext, StoreSpec, TaskEventKind,
+    TasksConfig,
 };
 use store_api::{BatchOp, Error, Result};
 
@@ -43,6 +50,10 @@ struct Args {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start; boxing `run`'s options buys nothing"
+)]
 enum Command {
     /// Writes generated lines to the input topic, one record per word, keyed by the word.
     Produce {
@@ -64,6 +75,9 @@ enum Command {
         /// state of one key per record, for failover and restore measurements.
         #[arg(long)]
         distinct_keys: bool,
+        /// How keys are partitioned: murmur2 (Kafka's Java default) or crc32 (librdkafka's).
+        #[arg(long, default_value = "murmur2", value_parser = parse_partitioner)]
+        partitioner: KeyPartitioner,
     },
     /// Runs one instance: counts the words of the partitions the group assigns it.
     Run {
@@ -108,6 +122,15 @@ enum Command {
         /// tests: past max.poll.interval.ms the instance loses its tasks while it sleeps).
         #[arg(long, value_parser = parse_stall)]
         stall_in_record: Option<(u64, u64)>,
+        /// Answer `GET /count/<word>` over HTTP at this address (port 0: any free port).
+        #[arg(long)]
+        serve: Option<String>,
+        /// The `host:port` other instances reach this one at (default: the address served).
+        #[arg(long)]
+        advertise: Option<String>,
+        /// How the producer partitioned the words: murmur2 or crc32.
+        #[arg(long, default_value = "murmur2", value_parser = parse_partitioner)]
+        key_partitioner: KeyPartitioner,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -167,13 +190,14 @@ fn run(command: Command) -> Result<()> {
             lines,
             seed,
             distinct_keys,
+            partitioner,
         } => produce(
             &bootstrap,
             &topic,
             partitions,
             from..lines,
-            seed,
-            distinct_keys,
+            (seed, distinct_keys),
+            partitioner,
         ),
         Command::Run {
             bootstrap,
@@ -191,6 +215,9 @@ fn run(command: Command) -> Result<()> {
             kill_between_store_commits,
             max_poll_interval_ms,
             stall_in_record,
+            serve: serve_at,
+            advertise,
+            key_partitioner,
         } => {
             if let Some((nth, ms)) = stall_in_record {
                 fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
@@ -224,9 +251,15 @@ fn run(command: Command) -> Result<()> {
                 heartbeat_interval_ms: (session_timeout_ms / 4).max(1),
                 num_standby_replicas,
                 restore_parallelism: restore_parallelism.unwrap_or(defaults.restore_parallelism),
+                key_partitioner,
                 ..defaults
             };
-            instance(config, stop_on_stdin_eof)
+            let server = serve_at.as_deref().map(serve::bind).transpose()?;
+            let config = TasksConfig {
+                application_server: advertise.or_else(|| Some(server.as_ref()?.1.clone())),
+                ..config
+            };
+            instance(config, stop_on_stdin_eof, server.map(|(server, _)| server))
         }
         Command::Counts {
             bootstrap,
@@ -300,12 +333,14 @@ fn produce(
     topic: &str,
     partitions: i32,
     lines: std::ops::Range<u64>,
-    seed: u64,
-    distinct_keys: bool,
+    (seed, distinct_keys): (u64, bool),
+    partitioner: KeyPartitioner,
 ) -> Result<()> {
     statestore_tasks::create_topic(bootstrap, topic, partitions)?;
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
+        // Named, not left to librdkafka's default: queries hash words the same way.
+        .set("partitioner", partitioner.librdkafka_name())
         .set("enable.idempotence", "true")
         .set("linger.ms", "20")
         .create()
@@ -319,8 +354,8 @@ fn produce(
             text::line(seed, line)
         };
         for word in words {
-            // Keyed by word, so the default partitioner sends a word to one partition always,
-            // as a repartition by word would.
+            // Keyed by word, so the partitioner sends a word to one partition always, as a
+            // repartition by word would.
             let mut record = BaseRecord::<str, str>::to(topic).key(word).payload(word);
             loop {
                 match producer.send(record) {
@@ -342,6 +377,15 @@ fn produce(
         lines.start, lines.end
     );
     Ok(())
+}
+
+/// `murmur2` or `crc32`.
+fn parse_partitioner(text: &str) -> std::result::Result<KeyPartitioner, String> {
+    match text {
+        "murmur2" => Ok(KeyPartitioner::Murmur2),
+        "crc32" => Ok(KeyPartitioner::Crc32),
+        _ => Err("expected murmur2 or crc32".into()),
+    }
 }
 
 /// `N:MS` of `--stall-in-record`.
@@ -371,7 +415,11 @@ fn count(ctx: &mut ProcessorContext<'_>) -> Result<()> {
     Ok(())
 }
 
-fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
+fn instance(
+    config: TasksConfig,
+    stop_on_stdin_eof: bool,
+    server: Option<tiny_http::Server>,
+) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     if stop_on_stdin_eof {
         let stop = Arc::clone(&stop);
@@ -383,6 +431,12 @@ fn instance(config: TasksConfig, stop_on_stdin_eof: bool) -> Result<()> {
     }
     let mut app = Application::new(config)?;
     eprintln!("started: pid {}", std::process::id());
+    if let Some(server) = server {
+        let queries = app.queries();
+        let endpoint = queries.endpoint().ok().flatten().unwrap_or_default();
+        eprintln!("serving queries at {endpoint}");
+        serve::spawn(server, queries, Arc::clone(&stop));
+    }
     let (mut processed, mut last_report) = (0u64, Instant::now());
     let last_partition = std::cell::Cell::new(0u32);
     let mut process = |ctx: &mut ProcessorContext<'_>| {

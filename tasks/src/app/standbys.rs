@@ -5,8 +5,10 @@ use super::*;
 impl Application {
     /// Reads the group's members and their partitions (see the `members` module), opens the
     /// standby copies this instance should keep (see the `standby` module), closes the others,
-    /// and brings every copy up to the end of its changelogs.
+    /// and brings every copy up to the end of its changelogs. Publishes the members and the
+    /// copies for interactive queries (see the `queries` module).
     pub(super) fn maintain_standbys(&mut self) -> Result<()> {
+        let rebalances = self.shared.rebalances.load(Ordering::Relaxed);
         let view = match members::describe(
             &self.consumer,
             &self.shared.config.application_id,
@@ -27,15 +29,18 @@ impl Application {
                 return Ok(());
             }
         };
+        let shared = &self.shared;
+        let replicas = shared.config.num_standby_replicas;
+        shared
+            .queries
+            .publish(view.as_ref(), rebalances, &shared.client_id, replicas);
         let Some(view) = view else {
             // Mid-rebalance the assignment is in flux: keep the copies as they are.
             return Ok(());
         };
-        let shared = &self.shared;
         let mut active: Vec<u32> = shared.tasks.lock().keys().copied().collect();
         // A restoring task's directory is its restore's until the restore ends.
         active.extend(shared.restorer.lock().tasks.keys().copied());
-        let replicas = shared.config.num_standby_replicas;
         let mut wanted = standby_tasks(&view.members, &shared.client_id, replicas);
         wanted.retain(|p| !active.contains(p));
         let mut standbys = shared.standbys.lock();
@@ -46,6 +51,7 @@ impl Application {
             .collect();
         for partition in unwanted {
             if let Some(standby) = standbys.remove(&partition) {
+                shared.queries.forget_standby(partition);
                 tracing::info!(task = %standby.id, "standby no longer wanted here");
                 standby.close()?;
             }
@@ -65,8 +71,11 @@ impl Application {
             }
         }
         let mut listener = shared.listener.lock();
-        for standby in standbys.values_mut() {
+        for (&partition, standby) in standbys.iter_mut() {
             standby.catch_up(&mut **listener)?;
+            if let Some(view) = standby.view() {
+                shared.queries.standbys.lock().insert(partition, view);
+            }
         }
         Ok(())
     }
