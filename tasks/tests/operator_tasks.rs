@@ -27,8 +27,8 @@ use statestore_operator_stores::window::{TimeWindows, WindowStore, WindowStoreCo
 use statestore_operator_stores::{LruStore, TypedStore};
 use statestore_tasks::metrics::PUNCTUATE_SECONDS;
 use statestore_tasks::{
-    Application, Processor, ProcessorContext, Punctuation, PunctuationType, PunctuatorId,
-    StoreHandle, StoreKind, StoreSpec, TaskContext, TaskKv, TasksConfig,
+    Application, Processor, ProcessorContext, Punctuation, PunctuationType, PunctuatorId, Queries,
+    ReadFrom, ReadSource, StoreHandle, StoreKind, StoreSpec, TaskContext, TaskKv, TasksConfig,
 };
 use store_api::{KeyValueStore, Result};
 use support::*;
@@ -241,6 +241,7 @@ struct Instance {
     stop: Arc<AtomicBool>,
     tasks: Arc<Mutex<usize>>,
     standbys: Arc<Mutex<usize>>,
+    queries: Arc<Mutex<Option<Queries>>>,
     handle: JoinHandle<Result<()>>,
 }
 
@@ -251,8 +252,11 @@ impl Instance {
         let standbys = Arc::new(Mutex::new(0));
         let (stop2, tasks2, standbys2) = (stop.clone(), tasks.clone(), standbys.clone());
         let mut processor = WordStats::new(&config, output, Arc::clone(seen)).expect("handles");
+        let queries = Arc::new(Mutex::new(None));
+        let queries2 = Arc::clone(&queries);
         let handle = thread::spawn(move || {
             let mut app = Application::new(config)?;
+            *queries2.lock() = Some(app.queries());
             while !stop2.load(Ordering::Relaxed) {
                 app.poll(Duration::from_millis(20), &mut processor)?;
                 *tasks2.lock() = app.active_tasks().len();
@@ -264,8 +268,14 @@ impl Instance {
             stop,
             tasks,
             standbys,
+            queries,
             handle,
         }
+    }
+
+    fn queries(&self) -> Queries {
+        let queries = self.queries.lock().clone();
+        queries.expect("the application started")
     }
 
     fn ended(&self) -> bool {
@@ -455,6 +465,49 @@ fn prometheus() -> &'static PrometheusHandle {
     })
 }
 
+/// Whether `queries` answers, from `from`, each word's windows as the model of records `0..n`
+/// holds them, for every partition, and where each partition was answered from.
+fn windows_answered(
+    queries: &Queries,
+    handle: &StoreHandle<WindowStore>,
+    from: ReadFrom,
+    n: u64,
+) -> std::result::Result<Vec<ReadSource>, String> {
+    let m = model(n);
+    let mut sources = Vec::new();
+    for p in 0..PARTITIONS {
+        let words = m
+            .counts
+            .keys()
+            .filter(|w| partition_of(w, PARTITIONS) == p as i32);
+        let mut source = None;
+        for word in words {
+            let (found, from_where) = queries
+                .query(handle, p, from, |windows| {
+                    windows
+                        .fetch(word.as_bytes(), i64::MIN, i64::MAX)?
+                        .map(|entry| entry.map(|(start, count)| (start, decode(&count))))
+                        .collect::<Result<Vec<_>>>()
+                })
+                .map_err(|err| format!("partition {p}: {err}"))?;
+            let wanted: Vec<(i64, u64)> = m
+                .windows
+                .iter()
+                .filter(|((w, _), _)| w == word)
+                .map(|((_, start), &count)| (*start, count))
+                .collect();
+            if found != wanted {
+                return Err(format!(
+                    "{word} in partition {p}: {found:?}, not {wanted:?}"
+                ));
+            }
+            source = Some(from_where);
+        }
+        sources.extend(source);
+    }
+    Ok(sources)
+}
+
 /// Reads every record of `topic` (one partition): (key, value) in order.
 fn read_topic(bootstrap: &str, topic: &str) -> Vec<(String, String)> {
     let consumer: BaseConsumer = ClientConfig::new()
@@ -546,6 +599,28 @@ fn every_store_kind_follows_its_task_and_punctuation_resumes_from_the_committed_
             "each instance keeps standbys of the other's two tasks"
         );
     }
+    // B answers window queries for every partition: its own from its active tasks, A's from
+    // its standby copies once they caught up.
+    let windows: StoreHandle<WindowStore> = StoreHandle::new(
+        &config(&bootstrap, &app, &input, dir_b.path(), 1),
+        "per-minute",
+    )
+    .expect("handle");
+    let queries = b.as_ref().expect("running").queries();
+    let mut last = Err(String::new());
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            last = windows_answered(&queries, &windows, ReadFrom::ActiveOrStandby, n);
+            last.is_ok()
+        }),
+        "{last:?}"
+    );
+    let sources = last.expect("answered");
+    assert!(sources.contains(&ReadSource::Active), "{sources:?}");
+    assert!(
+        sources.iter().any(|s| matches!(s, ReadSource::Standby(_))),
+        "{sources:?}"
+    );
     // A leaves: B promotes its standby copies of A's tasks.
     a.stop();
     wait_tasks(b.as_ref().expect("running"), PARTITIONS as usize);
@@ -564,6 +639,14 @@ fn every_store_kind_follows_its_task_and_punctuation_resumes_from_the_committed_
     produce_closers(&bootstrap, &input, ts(10 * n));
     wait_processed(&seen, 2 * n + u64::from(PARTITIONS), &mut [&mut c]);
     thread::sleep(Duration::from_millis(500));
+    let sources = windows_answered(
+        &c.as_ref().expect("running").queries(),
+        &windows,
+        ReadFrom::Active,
+        2 * n,
+    )
+    .expect("C answers from its active tasks");
+    assert_eq!(sources, vec![ReadSource::Active; PARTITIONS as usize]);
     c.expect("running").stop();
     assert_stores_exact(dir_c.path(), &app, 2 * n);
 

@@ -2,11 +2,13 @@
 //! copy (see the `queries` module's docs for what each sees).
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use store_api::{KeyValueStore, KvIter};
 
 use super::{LocalRead, Queries, QueryError, ReadFrom, ReadSource, Staleness};
 use crate::store::{check_key, hide_reserved};
+use crate::stores::{Backing, OpenStore, StoreHandle, StoreType, StoreView, TaskKv};
 
 /// Entries read from this instance, in key order (reverse for a reverse range), the reserved
 /// keys left out.
@@ -98,6 +100,76 @@ impl Queries {
             partition,
             source,
         })
+    }
+
+    /// Runs `query` on the store `handle` names in partition `partition`'s task here, opened
+    /// as its declared kind: a window store's `fetch`, a session store's `find_sessions`, a
+    /// versioned store's `get_as_of`, a typed store's `range`. On the active task it runs
+    /// under the tasks' lock (keep it short: the task does not process meanwhile) and sees
+    /// every write; on a standby copy (when `from` allows) it runs on the copy as of its last
+    /// catch-up, opened as its kind for this call, and anything the query writes is dropped.
+    ///
+    /// # Errors
+    /// As [`get`](Queries::get); [`QueryError::UnknownStore`] for a handle made from another
+    /// configuration.
+    pub fn query<T, R>(
+        &self,
+        handle: &StoreHandle<T>,
+        partition: u32,
+        from: ReadFrom,
+        query: impl FnOnce(T::View<'_>) -> store_api::Result<R>,
+    ) -> Result<(R, ReadSource), QueryError>
+    where
+        T: StoreType + ?Sized,
+    {
+        let shared = self.shared()?;
+        let unknown = || QueryError::UnknownStore(handle.name().to_owned());
+        let spec = shared
+            .config
+            .stores
+            .get(handle.index)
+            .filter(|spec| spec.name == handle.name());
+        let spec = spec.ok_or_else(unknown)?;
+        {
+            let tasks = shared.tasks.lock();
+            if let Some(task) = tasks.get(&partition) {
+                let slot = task.slots.get(handle.index).ok_or_else(unknown)?;
+                let view = T::view(&slot.open).ok_or_else(unknown)?;
+                return Ok((query(view)?, ReadSource::Active));
+            }
+        }
+        let not_local = QueryError::NotLocal { partition };
+        if from == ReadFrom::Active {
+            return Err(not_local);
+        }
+        let copy = shared.queries.standbys.lock().get(&partition).cloned();
+        let Some(copy) = copy else {
+            return Err(not_local);
+        };
+        let Some((_, store, behind)) = copy.stores.iter().find(|(name, _, _)| name == &spec.name)
+        else {
+            return Err(unknown());
+        };
+        // Read only: the copy's writes come from its changelog alone.
+        let kv = Arc::new(TaskKv::new(
+            spec.name.clone(),
+            Backing::Local(Arc::clone(store)),
+        ));
+        kv.set_replaying(true);
+        let open = match StoreView::open(&kv, &spec.kind) {
+            Err(store_api::Error::Closed) => return Err(not_local),
+            other => OpenStore { view: other?, kv },
+        };
+        let value = match T::view(&open).map(query) {
+            None => return Err(unknown()),
+            Some(Err(store_api::Error::Closed)) => return Err(not_local),
+            Some(other) => other?,
+        };
+        let staleness = Staleness {
+            caught_up: copy.caught_up,
+            offsets_behind: *behind,
+        };
+        Ok((value, ReadSource::Standby(staleness)))
     }
 
     /// Runs `read` on store `store` of the active task of `partition` here (under the tasks'
