@@ -33,8 +33,8 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog};
 use statestore_tasks::{
-    Application, KeyPartitioner, POSITION_KEY, ProcessorContext, StoreSpec, TaskEventKind,
-    TasksConfig,
+    Application, KeyPartitioner, POSITION_KEY, ProcessorContext, StoreHandle, StoreSpec,
+    TaskEventKind, TaskKv, TasksConfig,
 };
 use store_api::{BatchOp, Error, Result};
 
@@ -399,13 +399,14 @@ fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
     Ok((nth, ms))
 }
 
-/// Counts a record's word in both stores.
-fn count(ctx: &mut ProcessorContext<'_>) -> Result<()> {
+/// Counts a record's word in both stores, reached through their handles (`stores`, in the
+/// order of [`STORES`]).
+fn count(ctx: &mut ProcessorContext<'_>, stores: &[StoreHandle<TaskKv>]) -> Result<()> {
     fail::fail_point!("process-record");
     let word = String::from_utf8_lossy(ctx.key().unwrap_or_default()).into_owned();
-    for store in STORES {
+    for (store, handle) in STORES.iter().zip(stores) {
         let key = key_of(store, &word);
-        let handle = ctx.store(store)?;
+        let handle = ctx.store_of(handle)?;
         let count = match handle.get(key.as_bytes())? {
             Some(bytes) => decode(&bytes)?,
             None => 0,
@@ -429,6 +430,10 @@ fn instance(
             stop.store(true, Ordering::Relaxed);
         });
     }
+    let handles = STORES
+        .iter()
+        .map(|name| StoreHandle::new(&config, name))
+        .collect::<Result<Vec<StoreHandle<TaskKv>>>>()?;
     let mut app = Application::new(config)?;
     eprintln!("started: pid {}", std::process::id());
     if let Some(server) = server {
@@ -441,7 +446,7 @@ fn instance(
     let last_partition = std::cell::Cell::new(0u32);
     let mut process = |ctx: &mut ProcessorContext<'_>| {
         last_partition.set(ctx.partition());
-        count(ctx)
+        count(ctx, &handles)
     };
     // Tasks assigned but without a processed record yet: the first one is reported with its
     // time, which is when a failover ends.
