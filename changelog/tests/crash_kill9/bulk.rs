@@ -107,7 +107,8 @@ fn bulk_restore_child() {
         .open(root.join("progress"))
         .expect("progress file");
     let store = open_store(root);
-    let outcome = restore(
+    // What the restore did is checked by the parent, from what it left behind.
+    restore(
         store.as_ref(),
         &open_log(root),
         &checkpoint(root),
@@ -115,7 +116,6 @@ fn bulk_restore_child() {
         &mut Progress(progress),
     )
     .expect("restore");
-    assert!(outcome.bulk_loaded, "the child restores in bulk");
 }
 
 /// Starts a child and kills it once it restored `batches` batches; false when it finished
