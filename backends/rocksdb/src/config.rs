@@ -82,7 +82,7 @@ pub struct Config {
     /// Bytes of keys and values a bulk load (a restore into an empty store, see
     /// [`RocksDbStore::bulk_loader`](crate::RocksDbStore)) gathers in memory before it sorts
     /// them into one SST file and ingests it: the size of its files and the bound of its
-    /// memory (it holds two chunks at most: one being written while the next fills). `0`
+    /// memory (it holds three chunks at most: two being written while the next fills). `0`
     /// turns bulk loading off, so restores replay batches. Default: 64 MiB.
     pub bulk_load_bytes: usize,
 }

@@ -45,7 +45,7 @@
 //! - **Bulk loading**: [`bulk_loader`](KeyValueStore::bulk_loader) writes sorted SST files and
 //!   ingests them (see `bulk.rs`), so a restore from empty skips the write-ahead log, the
 //!   memtable and most compaction work; [`Config::bulk_load_bytes`] bounds its memory, `0`
-//!   turns it off.
+//!   turns it off. A loader, like an iterator, holds the database open until it is dropped.
 //! - **Range deletion**: [`delete_range`](KeyValueStore::delete_range) writes one RocksDB range
 //!   tombstone (`DeleteRange`), atomically, whatever the number of keys it covers.
 //! - **Locking**: a second open of an open directory, by this process or another, fails with
@@ -324,7 +324,7 @@ impl KeyValueStore for RocksDbStore {
         })
     }
 
-    /// An [SST-ingesting loader](bulk), unless [`Config::bulk_load_bytes`] is 0.
+    /// An SST-ingesting loader (see the crate docs), unless [`Config::bulk_load_bytes`] is 0.
     fn bulk_loader(&self) -> Result<Option<Box<dyn BulkLoader + '_>>> {
         let db = self.db.read().clone().ok_or(Error::Closed)?;
         if self.bulk_load_bytes == 0 {
