@@ -41,10 +41,11 @@ fn bounds() -> Vec<Bound<&'static [u8]>> {
     all
 }
 
-/// Under every combination of bounds, `delete_range` on a store holding [`KEYS`] removes
-/// exactly the keys in the interval (`from` after `to` removes nothing) and keeps every other
-/// key with its value. One store serves every combination, its keys written again before
-/// each, so writes after a removal are checked too.
+/// Under every combination of bounds, `delete_range` on a store holding keys around every
+/// boundary the bounds touch removes exactly the keys in the interval (`from` after `to`
+/// removes nothing) and keeps every other key with its value. One store serves every
+/// combination, its keys written again before each, so writes after a removal are checked
+/// too.
 pub fn delete_range_removes_exactly_the_range(factory: &dyn StoreFactory) {
     let fx = StoreFixture::new(factory);
     let store = fx.store();
