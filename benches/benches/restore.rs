@@ -1,8 +1,9 @@
 //! Restore: a file log of every record of the scale (1M at full scale, `load_random`'s keys
 //! and values in its order) replayed into each backend, against a raw sequential scan of the
 //! same log and against that backend's `load_random`. One group, `restore`, with ids
-//! `<backend>` (the harness's replay, which backend crates run too), `log/raw_scan` and
-//! `<backend>/load_random`; throughput in records.
+//! `<backend>` (the harness's replay, which backend crates run too), `log/raw_scan`,
+//! `<backend>/load_random`, and `rocksdb/replay` (RocksDB with bulk loading off, against
+//! `rocksdb`, which restores from empty by SST ingestion); throughput in records.
 //!
 //! Measured: `<backend>` is `statestore_changelog::restore` into a fresh store with no
 //! checkpoint, in batches of `DEFAULT_RESTORE_BATCH_RECORDS` (1000, as `load_random`'s) or of
@@ -33,6 +34,9 @@ fn restore_group(c: &mut Criterion) {
     });
     for backend in backends() {
         bench_replay(&mut group, backend, &log, batch);
+        if backend == "rocksdb" {
+            bench_rocksdb_without_bulk_load(&mut group, &log, batch);
+        }
         group.bench_function(BenchmarkId::new(backend, "load_random"), |b| {
             b.iter_custom(|iters| {
                 (0..iters)
@@ -45,6 +49,28 @@ fn restore_group(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// `rocksdb/replay`: the restore into RocksDB with bulk loading off (`bulk_load_bytes: 0`),
+/// so it replays `WriteBatch`es as every restore did before SST ingestion.
+fn bench_rocksdb_without_bulk_load(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    log: &RestoreLog,
+    batch: usize,
+) {
+    let options = serde_json::json!({ "bulk_load_bytes": 0 });
+    group.bench_function(BenchmarkId::new("rocksdb", "replay"), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let factory = statestore::resolve("rocksdb").expect("rocksdb registered");
+                    let fixture = Fixture::open_with(factory, &options, dir).expect("open");
+                    restore::replay_into(&fixture, log, batch).expect("restore")
+                })
+                .sum()
+        });
+    });
 }
 
 criterion_group! {

@@ -122,7 +122,16 @@ pub fn raw_scan(log: &RestoreLog, batch: usize) -> Result<Duration> {
 /// Any failure of the store or the log, and [`Error::Corruption`] when the restore did not
 /// replay every record of the log.
 pub fn replay(backend: &str, log: &RestoreLog, batch: usize) -> Result<Duration> {
-    let fixture = Fixture::open(backend)?;
+    replay_into(&Fixture::open(backend)?, log, batch)
+}
+
+/// As [`replay`], into the fresh store of `fixture` (opened with options of the caller's
+/// choice, such as RocksDB's with bulk loading off).
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_into(fixture: &Fixture, log: &RestoreLog, batch: usize) -> Result<Duration> {
+    let backend = fixture.backend();
     let checkpoint = Checkpoint::open(fixture.dir().join(".checkpoint"))?;
     let start = Instant::now();
     let outcome = restore(

@@ -7,15 +7,29 @@
 //! under a checkpoint that claims records also gets the whole log: its directory was deleted
 //! or replaced, and the checkpoint no longer describes it.
 //!
-//! Wiping deletes every key through `WriteBatch`es rather than deleting and recreating the
-//! store directory: it works for any [`KeyValueStore`], including one the caller opened with
-//! options this crate never sees, and it keeps the store's files and locks in place.
+//! Wiping is the store's [`delete_range`](KeyValueStore::delete_range) over every key (one
+//! range tombstone on RocksDB, batches of deletes elsewhere) rather than deleting and
+//! recreating the store directory: it works for any [`KeyValueStore`], including one the
+//! caller opened with options this crate never sees, and it keeps the store's files and
+//! locks in place.
+//!
+//! # Bulk loading
+//! A full restore (the store wiped, the log read from its start) goes through the store's
+//! [`bulk_loader`](KeyValueStore::bulk_loader) when it offers one (RocksDB builds and ingests
+//! SST files), and through `WriteBatch`es otherwise. Both receive exactly the same updates
+//! in the same order: those the [`CommitReader`] releases, so fenced writers' records, torn
+//! commits and markers are left out the same way, and [`EPOCH_KEY`] is restored as any other
+//! key. A restore from a checkpoint always replays batches: the loader is for filling an
+//! empty store. A bulk load is all or nothing for the checkpoint, not for the store: the
+//! checkpoint entry is removed before the wipe and written only after the loader finished
+//! and the store flushed, so a crash halfway leaves a store with no checkpoint, which the
+//! next restore wipes and loads again.
 
 use std::collections::BTreeSet;
 use std::ops::{Bound, ControlFlow};
 use std::sync::mpsc::{self, SyncSender};
 
-use store_api::{BatchOp, Error, KeyValueStore, Result, WriteBatch};
+use store_api::{BatchOp, BulkLoader, Error, KeyValueStore, Result, WriteBatch};
 
 use crate::checkpoint::Checkpoint;
 use crate::commits::{CommitReader, Released};
@@ -72,6 +86,9 @@ pub struct RestoreOutcome {
     pub epoch: u64,
     /// The distinct keys of the records ignored because a newer writer had fenced theirs.
     pub fenced: u64,
+    /// The updates went through the store's [`bulk_loader`](KeyValueStore::bulk_loader)
+    /// rather than `WriteBatch`es (a full restore into a store that offers one).
+    pub bulk_loaded: bool,
 }
 
 /// Replays `log` into `store` from `checkpoint`'s entry for the log, in `WriteBatch`es of
@@ -148,17 +165,33 @@ pub(crate) fn restore_fenced(
                 "wiping store before a full restore"
             );
             checkpoint.remove(topic, partition)?;
-            wipe(store, batch_records)?;
+            store.delete_range(Bound::Unbounded, Bound::Unbounded)?;
             start
         }
+    };
+    // Only into a wiped store: a loader fills an empty store from the log's start.
+    let sink = match resume {
+        None => match store.bulk_loader()? {
+            Some(loader) => Sink::Bulk(loader),
+            None => Sink::Batches(store),
+        },
+        Some(_) => Sink::Batches(store),
     };
     let mut reader = CommitReader::with_epoch(log, from, stored_epoch(store)?);
     // Only records up to the last commit end are replayed: a commit torn at the tail is
     // left out whole.
     let target = reader.catch_up(end, batch_records.max(1))?;
+    let bulk_loaded = matches!(sink, Sink::Bulk(_));
+    if bulk_loaded {
+        tracing::info!(
+            topic,
+            partition,
+            "restoring through the store's bulk loader"
+        );
+    }
     listener.on_start(topic, partition, from, target.map_or(from, |t| t + 1));
     let records = replay(
-        store,
+        sink,
         log,
         &mut reader,
         target,
@@ -189,11 +222,36 @@ pub(crate) fn restore_fenced(
         checkpoint: last,
         epoch: reader.epoch(),
         fenced: fenced.len() as u64,
+        bulk_loaded,
     };
     Ok((outcome, fenced))
 }
 
-/// Applies the updates the reader releases up to `target` to `store`, batch by batch, and
+/// Where a restore applies the updates it reads.
+enum Sink<'s> {
+    /// One `WriteBatch` per batch read.
+    Batches(&'s dyn KeyValueStore),
+    /// The store's bulk loader, finished after the last batch.
+    Bulk(Box<dyn BulkLoader + 's>),
+}
+
+impl Sink<'_> {
+    fn apply(&mut self, ops: Vec<BatchOp>) -> Result<()> {
+        match self {
+            Sink::Batches(store) => store.write(ops.into_iter().collect()),
+            Sink::Bulk(loader) => loader.load(ops),
+        }
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            Sink::Batches(_) => Ok(()),
+            Sink::Bulk(loader) => loader.finish(),
+        }
+    }
+}
+
+/// Applies the updates the reader releases up to `target` to `sink`, batch by batch, and
 /// returns how many were applied. A commit larger than a batch is applied in several store
 /// batches; the checkpoint is only written once the restore reached a commit end.
 ///
@@ -202,7 +260,7 @@ pub(crate) fn restore_fenced(
 /// restore takes about as long as the slower of the two rather than their sum. On an error
 /// of either side nothing after it is applied.
 fn replay(
-    store: &dyn KeyValueStore,
+    mut sink: Sink<'_>,
     log: &dyn Changelog,
     reader: &mut CommitReader<'_>,
     target: Option<u64>,
@@ -210,7 +268,7 @@ fn replay(
     listener: &mut dyn RestoreListener,
 ) -> Result<u64> {
     let Some(target) = target else {
-        return Ok(0);
+        return sink.finish().map(|()| 0);
     };
     std::thread::scope(|scope| {
         let (batches, received) = mpsc::sync_channel(READ_AHEAD);
@@ -227,7 +285,7 @@ fn replay(
             };
             let count = released.ops.len();
             if count > 0
-                && let Err(err) = store.write(released.ops.into_iter().collect())
+                && let Err(err) = sink.apply(released.ops)
             {
                 outcome = Err(err);
                 break;
@@ -242,7 +300,9 @@ fn replay(
         if let Err(panic) = reading.join() {
             std::panic::resume_unwind(panic);
         }
-        outcome.map(|()| total)
+        // A failed load is dropped unfinished: the checkpoint does not vouch for it.
+        outcome?;
+        sink.finish().map(|()| total)
     })
 }
 
@@ -289,7 +349,9 @@ fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
     Ok(empty)
 }
 
-/// Deletes every key of `store`, `batch_records` keys per batch.
+/// Deletes every key of `store` one by one, `batch_records` keys per batch. A restore wipes
+/// with the store's [`delete_range`](KeyValueStore::delete_range) instead, which an engine may
+/// do natively.
 ///
 /// # Errors
 /// Any store error.

@@ -23,7 +23,14 @@
 //!   was removed do not both return `Ok`;
 //! - readers and a writer on many threads, against the declared iterator consistency;
 //! - `Closed` after `close`, `InvalidArgument` for oversized keys, never a panic;
-//! - a proptest state machine of random operations (with reopens) against a `BTreeMap`.
+//! - `delete_range` under every combination of bounds, of nothing, over thousands of keys,
+//!   across a reopen;
+//! - restore from a changelog (overwrites, deletes, the empty key, a fenced writer's records,
+//!   the writer epoch key, a torn tail) into the store gives the state of a replay into a
+//!   plain map, through the store's bulk loader when it offers one; and the bulk loader's own
+//!   contract (later writes win across and within loads);
+//! - a proptest state machine of random operations (range deletions and reopens included)
+//!   against a `BTreeMap`.
 //!
 //! The full list is [`STORE_CASES`]; each case is a public function in [`store`].
 //!

@@ -3,7 +3,7 @@
 
 use std::ops::Bound;
 
-use store_api::{Error, KeyValueStore, Result, WriteBatch};
+use store_api::{Error, KeyValueStore, Result};
 
 /// The key of a store's own bookkeeping (its stream time).
 pub(crate) const META_KEY: &[u8] = b"";
@@ -167,31 +167,28 @@ impl Segments {
         (low..=high).collect()
     }
 
-    /// Adds to `batch` a delete of every record in the segments before the one holding
-    /// [`min_live`](Self::min_live)`(stream_time)`, starting at segment `cleaned_below`, and
-    /// returns the new lower bound of what may exist. Only the expired records are read: the
-    /// range stops at the first live segment. The store API has no range delete, so this is
-    /// the range plus a batch of its keys.
+    /// The first segment live at `stream_time`: the one holding
+    /// [`min_live`](Self::min_live)`(stream_time)`. Every segment before it has expired.
+    pub(crate) fn first_live(&self, stream_time: i64) -> i64 {
+        self.segment(self.min_live(stream_time))
+    }
+
+    /// Removes every record in the segments from `cleaned_below` up to, not including,
+    /// `first_live`, with one [`delete_range`](KeyValueStore::delete_range) of the store (one
+    /// range tombstone on RocksDB; a scan of the expired range only and per-key deletes
+    /// elsewhere, and on a changelogged store, which logs a tombstone per key).
     ///
     /// # Errors
-    /// A store error while reading the range.
+    /// A store error; then a lower part of the range may be removed.
     pub(crate) fn expire(
         &self,
         store: &dyn KeyValueStore,
-        batch: &mut WriteBatch,
         cleaned_below: i64,
-        stream_time: i64,
-    ) -> Result<i64> {
-        let first_live = self.segment(self.min_live(stream_time));
-        if first_live <= cleaned_below {
-            return Ok(cleaned_below);
-        }
+        first_live: i64,
+    ) -> Result<()> {
         let from = segment_prefix(cleaned_below);
         let to = segment_prefix(first_live);
-        for entry in store.range(Bound::Included(&from), Bound::Excluded(&to))? {
-            batch.delete(entry?.0);
-        }
-        Ok(first_live)
+        store.delete_range(Bound::Included(&from), Bound::Excluded(&to))
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use metrics::{Counter, Histogram, Label};
 use statestore_changelog::RestoreListener;
-use store_api::{Capabilities, KeyValueStore, KvIter, KvPair, Result, WriteBatch};
+use store_api::{BulkLoader, Capabilities, KeyValueStore, KvIter, KvPair, Result, WriteBatch};
 
 /// The counter of calls, labelled `store`, `backend` and `operation`.
 pub const OPERATIONS_TOTAL: &str = "statestore_operations_total";
@@ -32,7 +32,7 @@ pub enum Operation {
     Put,
     /// `put_if_absent`.
     PutIfAbsent,
-    /// `delete`.
+    /// `delete` and `delete_range`.
     Delete,
     /// `write` of a batch.
     Write,
@@ -344,6 +344,17 @@ impl KeyValueStore for MeteredStore {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         self.measure(Operation::Delete, || self.inner.delete(key))
+    }
+
+    /// The wrapped store's own `delete_range` (a native range deletion where it has one),
+    /// counted and timed as one `delete`.
+    fn delete_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<()> {
+        self.measure(Operation::Delete, || self.inner.delete_range(from, to))
+    }
+
+    /// The wrapped store's loader, unmeasured: a restore reports its own progress.
+    fn bulk_loader(&self) -> Result<Option<Box<dyn BulkLoader + '_>>> {
+        self.inner.bulk_loader()
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {

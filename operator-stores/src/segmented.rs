@@ -19,6 +19,9 @@ pub(crate) struct WriteState {
     pub(crate) stream_time: i64,
     /// No entry lives in a segment below this one.
     cleaned_below: i64,
+    /// The first live segment after the last advance, while the segments below it, from
+    /// `cleaned_below`, are still to be removed by [`SegmentedStore::write`].
+    expire_below: Option<i64>,
 }
 
 /// A segmented store's bookkeeping over its underlying store.
@@ -49,6 +52,7 @@ impl SegmentedStore {
             state: Mutex::new(WriteState {
                 stream_time,
                 cleaned_below: i64::MIN,
+                expire_below: None,
             }),
             expired: AtomicU64::new(0),
             late: AtomicU64::new(0),
@@ -87,21 +91,37 @@ impl SegmentedStore {
         self.late.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Moves the stream time to `to`, persisting it and expiring segments, into `batch`.
-    ///
-    /// # Errors
-    /// A store error while reading the expired segments.
-    pub(crate) fn advance(
-        &self,
-        state: &mut WriteState,
-        batch: &mut WriteBatch,
-        to: i64,
-    ) -> Result<()> {
+    /// Moves the stream time to `to`, persisting it into `batch`, and marks the segments it
+    /// leaves behind for [`write`](Self::write) to remove.
+    pub(crate) fn advance(&self, state: &mut WriteState, batch: &mut WriteBatch, to: i64) {
         state.stream_time = to;
         batch.put(META_KEY.to_vec(), encode_ts(to).to_vec());
-        state.cleaned_below =
+        let first_live = self.segments.first_live(to);
+        if first_live > state.cleaned_below {
+            state.expire_below = Some(first_live);
+        }
+    }
+
+    /// Writes `batch` (atomically), then removes the segments the stream time left behind,
+    /// with one range deletion of the underlying store.
+    ///
+    /// The removal follows the batch, not inside it: the store API has no range deletion in
+    /// a batch, and removing the segments first could lose live data if the process died
+    /// before the batch persisted the stream time that expires them. A crash between the two
+    /// leaves expired entries that no read returns (reads skip expired windows and sessions);
+    /// a store opened again starts with nothing known to be cleaned, so its first advance
+    /// removes them.
+    ///
+    /// # Errors
+    /// A store error. When the removal fails, it is retried by the next write.
+    pub(crate) fn write(&self, state: &mut WriteState, batch: WriteBatch) -> Result<()> {
+        self.store.write(batch)?;
+        if let Some(first_live) = state.expire_below {
             self.segments
-                .expire(self.store.as_ref(), batch, state.cleaned_below, to)?;
+                .expire(self.store.as_ref(), state.cleaned_below, first_live)?;
+            state.cleaned_below = first_live;
+            state.expire_below = None;
+        }
         Ok(())
     }
 

@@ -29,7 +29,8 @@
 //! # Expiry
 //! A session ending at or before `stream_time - retention` is expired: a put of it is refused
 //! and counted, and finds skip it. As in the window store, the write that moves the stream
-//! time past a segment's retention deletes that whole segment, reading only its range.
+//! time past a segment's retention then deletes that whole segment with one range deletion of
+//! the underlying store (see the window store's "Expiry").
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -208,7 +209,7 @@ impl SessionStore {
         let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         let outcome = self.put_locked(&mut state, &mut batch, session, value)?;
-        self.base.store.write(batch)?;
+        self.base.write(&mut state, batch)?;
         Ok(outcome)
     }
 
@@ -408,7 +409,7 @@ impl SessionStore {
         let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         if ts > state.stream_time {
-            self.base.advance(&mut state, &mut batch, ts)?;
+            self.base.advance(&mut state, &mut batch, ts);
         }
         let near = self.find(
             state.stream_time,
@@ -431,7 +432,7 @@ impl SessionStore {
             absorbed.push(session);
         }
         if merged.end.saturating_add(open_for) < state.stream_time {
-            self.base.store.write(batch)?;
+            self.base.write(&mut state, batch)?;
             self.base.count_late();
             return Ok(MergeOutcome::Late);
         }
@@ -443,10 +444,10 @@ impl SessionStore {
             batch.delete(self.entry_key(session)?);
         }
         if let PutOutcome::Expired = self.put_locked(&mut state, &mut batch, &merged, &aggregate)? {
-            self.base.store.write(batch)?;
+            self.base.write(&mut state, batch)?;
             return Ok(MergeOutcome::Late);
         }
-        self.base.store.write(batch)?;
+        self.base.write(&mut state, batch)?;
         Ok(MergeOutcome::Merged {
             session: merged,
             absorbed: absorbed.len(),
@@ -463,7 +464,7 @@ impl SessionStore {
         let entry = self.entry_key(session)?;
         store_api::limits::check_entry(&entry, value)?;
         if session.end > state.stream_time {
-            self.base.advance(state, batch, session.end)?;
+            self.base.advance(state, batch, session.end);
         }
         if session.end < self.base.segments.min_live(state.stream_time) {
             self.base.count_expired();

@@ -36,9 +36,13 @@
 //! A window starting at or before `stream_time - retention` is expired: a put of it is refused
 //! ([`PutOutcome::Expired`], counted in [`DropCounts::expired`]) and fetches skip it. Storage
 //! is reclaimed a whole segment at a time: the write that moves the stream time past the end
-//! of a segment's retention also deletes that segment, in the same atomic batch, by reading
-//! the range of the expired segments only (the store API has no range delete, so the range
-//! and a batch of its keys stand in for one). No live entry is read to expire old ones.
+//! of a segment's retention persists the new stream time in its atomic batch, then deletes the
+//! expired segments with one [`delete_range`](KeyValueStore::delete_range) of the underlying
+//! store: one range tombstone on RocksDB, a scan of the expired segments only and per-key
+//! deletes on a backend without range deletion (and through a changelogged store, which logs
+//! a tombstone per key for compaction). No live entry is read to expire old ones. A crash
+//! between the two leaves expired entries that no fetch returns, removed by the first advance
+//! after the store is opened again.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -289,7 +293,7 @@ impl WindowStore {
         let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         let outcome = self.put_locked(&mut state, &mut batch, key, value, window_start)?;
-        self.base.store.write(batch)?;
+        self.base.write(&mut state, batch)?;
         Ok(outcome)
     }
 
@@ -298,7 +302,7 @@ impl WindowStore {
     /// # Errors
     /// A store error.
     pub fn remove(&self, key: &[u8], window_start: i64) -> Result<()> {
-        let _state = self.base.lock();
+        let mut state = self.base.lock();
         let mut batch = WriteBatch::new();
         let (from, to) = self.window_bounds(key, window_start, window_start);
         for entry in self
@@ -308,7 +312,7 @@ impl WindowStore {
         {
             batch.delete(entry?.0);
         }
-        self.base.store.write(batch)
+        self.base.write(&mut state, batch)
     }
 
     /// The value of `key` in the window starting at `window_start` (the first one when
@@ -484,7 +488,7 @@ impl WindowStore {
                 written += 1;
             }
         }
-        self.base.store.write(batch)?;
+        self.base.write(&mut state, batch)?;
         self.record_time.store(now, Ordering::Relaxed);
         if written == 0 {
             self.base.count_late();
@@ -504,7 +508,7 @@ impl WindowStore {
     ) -> Result<PutOutcome> {
         store_api::limits::check_value(value)?;
         if window_start > state.stream_time {
-            self.base.advance(state, batch, window_start)?;
+            self.base.advance(state, batch, window_start);
         }
         if window_start < self.base.segments.min_live(state.stream_time) {
             self.base.count_expired();

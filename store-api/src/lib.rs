@@ -21,6 +21,7 @@
 
 mod batch;
 pub mod bounds;
+mod bulk;
 mod capabilities;
 mod error;
 mod factory;
@@ -30,9 +31,13 @@ mod store;
 mod store_dir;
 
 pub use batch::{BatchOp, WriteBatch};
+pub use bulk::BulkLoader;
 pub use capabilities::Capabilities;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use factory::{BackendFactory, BackendOptions, create_store_dir, parse_options};
 pub use inverted::InvertedRangeWarning;
-pub use store::{KeyValueStore, KvIter, KvPair, PairVisitor, ValueVisitor};
+pub use store::{
+    DELETE_RANGE_BATCH_KEYS, KeyValueStore, KvIter, KvPair, PairVisitor, ValueVisitor,
+    delete_keys_in_range,
+};
 pub use store_dir::StoreDirIdentity;

@@ -4,6 +4,7 @@ use std::fmt::Debug;
 use std::ops::{Bound, ControlFlow};
 
 use crate::bounds::{as_ref_bound, prefix_bounds};
+use crate::bulk::BulkLoader;
 use crate::{BatchOp, Capabilities, Result, WriteBatch};
 
 /// A key and its value.
@@ -112,6 +113,41 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
         self.write(ops.iter().cloned().collect())
     }
 
+    /// Removes every key between `from` and `to`: the keys [`range`](KeyValueStore::range)
+    /// with the same bounds would yield. `from` after `to`, or an empty interval, removes
+    /// nothing, as does a range holding no key.
+    ///
+    /// It is not one atomic write: keys are removed in one or more atomic steps, in
+    /// ascending order, so a concurrent reader, or the store reopened after a crash, may see
+    /// the lower keys removed and the higher ones not yet. A key written inside the range
+    /// while it runs may or may not be removed. Memory stays bounded however many keys the
+    /// range holds.
+    ///
+    /// The default implementation scans the range and deletes its keys in batches of
+    /// [`DELETE_RANGE_BATCH_KEYS`] (see [`delete_keys_in_range`]); an engine with a native
+    /// range deletion (RocksDB's `DeleteRange`) overrides it to write one range tombstone,
+    /// whatever the number of keys.
+    ///
+    /// # Errors
+    /// `Closed` or an engine failure; then some lower part of the range may be removed.
+    fn delete_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<()> {
+        delete_keys_in_range(self, from, to).map(drop)
+    }
+
+    /// A loader that fills this store from an ordered stream of writes faster than
+    /// [`write`](KeyValueStore::write) (see [`BulkLoader`] for its contract), or `None` when
+    /// the store has no such path. A restore into an empty store from the start of its
+    /// changelog uses it when offered.
+    ///
+    /// The default implementation returns `None`, so a backend that does not override it is
+    /// restored by replaying batches.
+    ///
+    /// # Errors
+    /// `Closed`, or an I/O or engine failure preparing the loader.
+    fn bulk_loader(&self) -> Result<Option<Box<dyn BulkLoader + '_>>> {
+        Ok(None)
+    }
+
     /// Iterates, in ascending key order, over the keys between `from` and `to`.
     ///
     /// `from` after `to`, or an empty interval, yields nothing; it is not an error (`from`
@@ -215,4 +251,43 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
     /// # Errors
     /// An I/O or engine failure while flushing.
     fn close(&self) -> Result<()>;
+}
+
+/// Keys per `WriteBatch` of [`delete_keys_in_range`]: 1000, as a restore's batches.
+pub const DELETE_RANGE_BATCH_KEYS: usize = 1000;
+
+/// Removes every key of `store` between `from` and `to` by scanning the range and deleting
+/// its keys, [`DELETE_RANGE_BATCH_KEYS`] per batch; returns how many it deleted. This is the
+/// default [`KeyValueStore::delete_range`], for an override that must keep per-key deletes
+/// (a changelogged store logs one tombstone per key, which compaction needs).
+///
+/// # Errors
+/// Any error of the store's `scan` or `write`; the batches written before it stay written.
+pub fn delete_keys_in_range<S: KeyValueStore + ?Sized>(
+    store: &S,
+    from: Bound<&[u8]>,
+    to: Bound<&[u8]>,
+) -> Result<u64> {
+    let mut deleted = 0u64;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        // Each pass starts after the last key deleted, so an engine that keeps tombstones
+        // (an LSM) is not made to skip them all again.
+        let start = after.as_deref().map_or(from, Bound::Excluded);
+        let mut batch = WriteBatch::with_capacity(DELETE_RANGE_BATCH_KEYS);
+        store.scan(start, to, false, &mut |key, _| {
+            batch.push(BatchOp::Delete { key: key.to_vec() });
+            if batch.len() < DELETE_RANGE_BATCH_KEYS {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })?;
+        let Some(last) = batch.ops().last().map(|op| op.key().to_vec()) else {
+            return Ok(deleted);
+        };
+        deleted += batch.len() as u64;
+        store.write(batch)?;
+        after = Some(last);
+    }
 }

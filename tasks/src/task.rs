@@ -331,6 +331,7 @@ fn open_slot(
             checkpoint: None,
             epoch: 0,
             fenced: 0,
+            bulk_loaded: false,
         };
         (Backing::Local(inner), vec![0; topics.len()], None, restored)
     };

@@ -79,6 +79,12 @@ pub struct Config {
     /// Create the directory and the database when missing; when `false`, opening a missing
     /// store fails. Default: `true`.
     pub create_if_missing: bool,
+    /// Bytes of keys and values a bulk load (a restore into an empty store, see
+    /// [`RocksDbStore::bulk_loader`](crate::RocksDbStore)) gathers in memory before it sorts
+    /// them into one SST file and ingests it: the size of its files and the bound of its
+    /// memory (it holds three chunks at most: two being written while the next fills). `0`
+    /// turns bulk loading off, so restores replay batches. Default: 64 MiB.
+    pub bulk_load_bytes: usize,
 }
 
 impl Default for Config {
@@ -94,6 +100,7 @@ impl Default for Config {
             max_open_files: -1,
             parallelism: None,
             create_if_missing: true,
+            bulk_load_bytes: 64 << 20,
         }
     }
 }
@@ -148,13 +155,30 @@ impl Config {
         opts
     }
 
+    /// The options of the SST files a bulk load writes: the database's compression and table
+    /// format (bloom filter included), so an ingested file reads as a flushed one would.
+    pub(crate) fn sst_options(&self) -> Options {
+        let mut opts = Options::default();
+        opts.set_compression_type(self.compression.native());
+        let mut table = self.table_options_without_cache();
+        // Writing a file reads nothing back.
+        table.disable_cache();
+        opts.set_block_based_table_factory(&table);
+        opts
+    }
+
     fn table_options(&self) -> BlockBasedOptions {
-        let mut table = BlockBasedOptions::default();
+        let mut table = self.table_options_without_cache();
         if self.block_cache_size == 0 {
             table.disable_cache();
         } else {
             table.set_block_cache(&Cache::new_lru_cache(self.block_cache_size));
         }
+        table
+    }
+
+    fn table_options_without_cache(&self) -> BlockBasedOptions {
+        let mut table = BlockBasedOptions::default();
         if self.bloom_filter_bits_per_key > 0.0 {
             // `false`: the full-filter format; the block-based one is deprecated.
             table.set_bloom_filter(self.bloom_filter_bits_per_key, false);

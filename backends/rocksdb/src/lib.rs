@@ -42,9 +42,16 @@
 //!   writes share a gate that `put_if_absent` takes exclusively for its read-then-write.
 //! - **Empty keys and values** are stored as is; RocksDB supports both. **Large values**
 //!   (tested at 8 MiB) are stored inline, up to [`MAX_VALUE_LEN`](store_api::limits::MAX_VALUE_LEN).
+//! - **Bulk loading**: [`bulk_loader`](KeyValueStore::bulk_loader) writes sorted SST files and
+//!   ingests them (see `bulk.rs`), so a restore from empty skips the write-ahead log, the
+//!   memtable and most compaction work; [`Config::bulk_load_bytes`] bounds its memory, `0`
+//!   turns it off. A loader, like an iterator, holds the database open until it is dropped.
+//! - **Range deletion**: [`delete_range`](KeyValueStore::delete_range) writes one RocksDB range
+//!   tombstone (`DeleteRange`), atomically, whatever the number of keys it covers.
 //! - **Locking**: a second open of an open directory, by this process or another, fails with
 //!   [`Error::Locked`] (RocksDB's `LOCK` file).
 
+mod bulk;
 mod config;
 mod error;
 mod iter;
@@ -59,7 +66,7 @@ use rocksdb::{DB, ReadOptions, WriteOptions};
 use store_api::bounds::prefix_upper_bound;
 use store_api::limits::{check_entry, check_key, check_ops};
 use store_api::{
-    BackendFactory, BackendOptions, BatchOp, Capabilities, Error, InvertedRangeWarning,
+    BackendFactory, BackendOptions, BatchOp, BulkLoader, Capabilities, Error, InvertedRangeWarning,
     KeyValueStore, KvIter, PairVisitor, Result, StoreDirIdentity, ValueVisitor, WriteBatch,
     create_store_dir, parse_options,
 };
@@ -96,6 +103,10 @@ pub struct RocksDbStore {
     read_opts: ReadOptions,
     write_opts: WriteOptions,
     wal: bool,
+    /// The format of the SST files a bulk load writes.
+    sst_opts: Arc<rocksdb::Options>,
+    /// [`Config::bulk_load_bytes`]: 0 when bulk loading is off.
+    bulk_load_bytes: usize,
     path: PathBuf,
     /// Checked after every flush: RocksDB syncs its open files even when the directory was
     /// removed, so only this tells that the flush cannot be durable.
@@ -116,6 +127,8 @@ impl RocksDbStore {
             create_store_dir(dir)?;
         }
         let db = DB::open(&config.db_options(), dir).map_err(|err| from_open(dir, err))?;
+        // The files of a bulk load that died with its process; opened, so the store is ours.
+        bulk::remove_bulk_dir(dir)?;
         Ok(RocksDbStore {
             dir: StoreDirIdentity::capture(dir)?,
             inverted: InvertedRangeWarning::new(format!("{BACKEND} {}", dir.display())),
@@ -124,6 +137,8 @@ impl RocksDbStore {
             read_opts: ReadOptions::default(),
             write_opts: config.write_options(),
             wal: config.wal,
+            sst_opts: Arc::new(config.sst_options()),
+            bulk_load_bytes: config.bulk_load_bytes,
             path: dir.to_path_buf(),
         })
     }
@@ -273,6 +288,53 @@ impl KeyValueStore for RocksDbStore {
         self.with_write(|db| db.write_opt(native, &self.write_opts))
     }
 
+    /// One `DeleteRange` in a native batch: a single range tombstone, written atomically
+    /// (stronger than the contract asks), however many keys it covers. Bounds become RocksDB's
+    /// `[begin, end)` through the successor of a key (the key followed by `0x00`); an
+    /// unbounded end becomes the successor of the last key now stored.
+    fn delete_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<()> {
+        if self.inverted.range_is_empty(from, to) {
+            return self.with_db(|_| Ok(()));
+        }
+        let begin = match from {
+            Bound::Unbounded => Vec::new(),
+            Bound::Included(key) => key.to_vec(),
+            Bound::Excluded(key) => successor(key),
+        };
+        self.with_write(|db| {
+            let end = match to {
+                Bound::Excluded(key) => key.to_vec(),
+                Bound::Included(key) => successor(key),
+                Bound::Unbounded => {
+                    let mut last = db.raw_iterator_opt(ReadOptions::default());
+                    last.seek_to_last();
+                    last.status()?;
+                    match last.key() {
+                        Some(key) => successor(key),
+                        None => return Ok(()),
+                    }
+                }
+            };
+            if begin >= end {
+                return Ok(());
+            }
+            let mut native = rocksdb::WriteBatch::default();
+            native.delete_range(begin, end);
+            db.write_opt(native, &self.write_opts)
+        })
+    }
+
+    /// An SST-ingesting loader (see the crate docs), unless [`Config::bulk_load_bytes`] is 0.
+    fn bulk_loader(&self) -> Result<Option<Box<dyn BulkLoader + '_>>> {
+        let db = self.db.read().clone().ok_or(Error::Closed)?;
+        if self.bulk_load_bytes == 0 {
+            return Ok(None);
+        }
+        let opts = Arc::clone(&self.sst_opts);
+        let loader = bulk::SstLoader::new(db, &self.path, opts, self.bulk_load_bytes)?;
+        Ok(Some(Box::new(loader)))
+    }
+
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.bounded(from, to, false)
     }
@@ -326,6 +388,14 @@ impl KeyValueStore for RocksDbStore {
         // failed sync leaves nothing this handle could retry safely.
         self.persist(&db)
     }
+}
+
+/// The least key after `key`: `key` followed by `0x00`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
 }
 
 impl Drop for RocksDbStore {

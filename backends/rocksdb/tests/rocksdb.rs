@@ -292,3 +292,182 @@ fn flush_persists_writes_with_and_without_wal() {
         );
     }
 }
+
+fn bulk_config(bulk_load_bytes: usize) -> Config {
+    Config {
+        bulk_load_bytes,
+        ..Config::default()
+    }
+}
+
+/// A deterministic stream of puts and deletes over 300 keys, many keys written many times.
+fn bulk_ops(count: u32) -> Vec<store_api::BatchOp> {
+    (0..count)
+        .map(|i| {
+            let key = format!("key{:03}", (i * 7919) % 300).into_bytes();
+            if i % 7 == 3 {
+                store_api::BatchOp::Delete { key }
+            } else {
+                store_api::BatchOp::Put {
+                    key,
+                    value: format!("value {i}").into_bytes(),
+                }
+            }
+        })
+        .collect()
+}
+
+fn model_of(
+    start: &[(&[u8], &[u8])],
+    ops: &[store_api::BatchOp],
+) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = start
+        .iter()
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
+    for op in ops {
+        match op {
+            store_api::BatchOp::Put { key, value } => {
+                drop(model.insert(key.clone(), value.clone()))
+            }
+            store_api::BatchOp::Delete { key } => drop(model.remove(key)),
+        }
+    }
+    model
+}
+
+fn contents(store: &dyn KeyValueStore) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    store
+        .range(Unbounded, Unbounded)
+        .expect("range")
+        .map(|item| item.expect("item"))
+        .collect()
+}
+
+/// With a chunk of one byte every `load` becomes its own SST file: later files must shadow
+/// earlier ones (puts over puts, deletes over puts, puts over deletes), within a load the
+/// last write of a key wins, and the state survives a reopen.
+#[test]
+fn bulk_load_in_many_chunks_gives_the_replay_state() {
+    for chunk in [1, 4 << 10, 64 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RocksDbStore::open(dir.path(), bulk_config(chunk)).expect("open");
+        store.put(b"key000", b"before").unwrap();
+        store.put(b"zzz", b"kept").unwrap();
+        let ops = bulk_ops(5000);
+        let mut loader = store.bulk_loader().unwrap().expect("a loader");
+        for (n, part) in ops.chunks(37).enumerate() {
+            // Loads of many sizes, one of them empty.
+            let part = if n == 3 { &[][..] } else { part };
+            loader.load(part.to_vec()).expect("load");
+        }
+        loader.finish().expect("finish");
+        let loaded: Vec<_> = ops
+            .chunks(37)
+            .enumerate()
+            .filter(|(n, _)| *n != 3)
+            .flat_map(|(_, part)| part.to_vec())
+            .collect();
+        let expected = model_of(&[(b"key000", b"before"), (b"zzz", b"kept")], &loaded);
+        assert_eq!(contents(&store), expected, "chunks of {chunk} bytes");
+        assert!(!dir.path().join("bulk-load").exists(), "files left behind");
+        store.close().unwrap();
+        let store = RocksDbStore::open(dir.path(), bulk_config(chunk)).expect("reopen");
+        assert_eq!(
+            contents(&store),
+            expected,
+            "after reopen, chunks of {chunk} bytes"
+        );
+    }
+}
+
+#[test]
+fn bulk_loading_off_offers_no_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksDbStore::open(dir.path(), bulk_config(0)).expect("open");
+    assert!(store.bulk_loader().unwrap().is_none());
+    let store = RocksDbFactory
+        .open(&dir.path().join("b"), &json!({ "bulk_load_bytes": 0 }))
+        .expect("open by options");
+    assert!(store.bulk_loader().unwrap().is_none());
+}
+
+/// A loader dropped unfinished removes its files; what it had not spilled never reaches the
+/// store. The files of a load killed with its process are removed by the next open.
+#[test]
+fn unfinished_bulk_loads_leave_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut loader = store.bulk_loader().unwrap().expect("a loader");
+    loader.load(bulk_ops(100)).expect("load");
+    assert!(dir.path().join("bulk-load").is_dir());
+    drop(loader);
+    assert!(!dir.path().join("bulk-load").exists());
+    assert!(
+        contents(&store).is_empty(),
+        "an unspilled chunk was applied"
+    );
+    store.close().unwrap();
+    std::fs::create_dir(dir.path().join("bulk-load")).unwrap();
+    std::fs::write(dir.path().join("bulk-load").join("000000.sst"), b"torn").unwrap();
+    let _store = open(dir.path());
+    assert!(
+        !dir.path().join("bulk-load").exists(),
+        "open kept a dead load's files"
+    );
+}
+
+#[test]
+fn closed_store_offers_no_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.close().unwrap();
+    let err = store.bulk_loader().err().expect("closed");
+    assert_eq!(err.kind(), ErrorKind::Closed);
+    let err = store
+        .delete_range(Unbounded, Unbounded)
+        .expect_err("closed");
+    assert_eq!(err.kind(), ErrorKind::Closed);
+}
+
+/// The native range deletion at successor keys: an excluded start skips exactly its key, an
+/// included end takes exactly its key, an unbounded end takes the last key (0xFF keys too).
+#[test]
+fn delete_range_bounds_are_exact_at_successor_keys() {
+    type Case = (
+        Bound<&'static [u8]>,
+        Bound<&'static [u8]>,
+        &'static [&'static [u8]],
+    );
+    let cases: [Case; 4] = [
+        (
+            Excluded(b"a"),
+            Included(b"b"),
+            &[b"a", b"b\x00", b"\xff\xff"],
+        ),
+        (
+            Included(b"a\x00"),
+            Excluded(b"b\x00"),
+            &[b"a", b"b\x00", b"\xff\xff"],
+        ),
+        (Excluded(b"b"), Unbounded, &[b"a", b"a\x00", b"b"]),
+        (
+            Unbounded,
+            Excluded(b"a\x00"),
+            &[b"a\x00", b"b", b"b\x00", b"\xff\xff"],
+        ),
+    ];
+    for (from, to, left) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        for key in [&b"a"[..], b"a\x00", b"b", b"b\x00", b"\xff\xff"] {
+            store.put(key, b"v").unwrap();
+        }
+        store.delete_range(from, to).unwrap();
+        assert_eq!(
+            collect(store.range(Unbounded, Unbounded).unwrap()),
+            keys(left),
+            "delete_range({from:?}, {to:?})"
+        );
+    }
+}

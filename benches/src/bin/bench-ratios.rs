@@ -140,6 +140,21 @@ fn print_restore(results: &Results) {
                 1.0 / secs
             );
         }
+        let batches = format!("restore/{backend}/replay");
+        if let Some(secs) = results.get(&batches) {
+            println!(
+                "{:<44} {:>12.0} records/s",
+                format!("replay into {backend}, bulk loading off"),
+                1.0 / secs
+            );
+            rate_ratio(
+                results,
+                &format!("{backend}: bulk load / replay"),
+                &replay,
+                &batches,
+                ">= 2x",
+            );
+        }
         let label = format!("{backend}: replay / load_random");
         rate_ratio(
             results,

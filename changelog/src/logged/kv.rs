@@ -1,13 +1,14 @@
 //! The store trait of [`LoggedStore`]: reads merge the write buffer over the store; writes go
 //! to the buffer only.
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::sync::atomic::Ordering;
 
 use store_api::bounds::range_is_empty;
 use store_api::limits::{check_entry, check_key};
 use store_api::{
-    Capabilities, KeyValueStore, KvIter, PairVisitor, Result, ValueVisitor, WriteBatch,
+    BatchOp, Capabilities, DELETE_RANGE_BATCH_KEYS, KeyValueStore, KvIter, PairVisitor, Result,
+    ValueVisitor, WriteBatch,
 };
 
 use crate::record::{EPOCH_KEY, check_append, check_record};
@@ -107,6 +108,44 @@ impl KeyValueStore for LoggedStore {
             buffer.insert(key, value);
         }
         Ok(())
+    }
+
+    /// Buffers a delete of every key of the range, as `delete` would, never a range
+    /// deletion of the wrapped store: the changelog gets one tombstone per key, because a
+    /// compacted topic (Kafka) compacts per key and a replica restored from it must see each
+    /// key deleted. The keys are read from the merged view (buffer over store) and buffered
+    /// [`DELETE_RANGE_BATCH_KEYS`] at a time, as `write`s. The reserved [`EPOCH_KEY`], which
+    /// no write may touch, is left in place.
+    fn delete_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<()> {
+        self.check_open()?;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let start = after.as_deref().map_or(from, Bound::Excluded);
+            let mut batch = WriteBatch::with_capacity(DELETE_RANGE_BATCH_KEYS);
+            let mut last = None;
+            let mut seen = 0;
+            self.scan(start, to, false, &mut |key, _| {
+                seen += 1;
+                if key == EPOCH_KEY {
+                    last = Some(key.to_vec());
+                } else {
+                    batch.push(BatchOp::Delete { key: key.to_vec() });
+                }
+                if seen < DELETE_RANGE_BATCH_KEYS {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
+                }
+            })?;
+            let last = batch.ops().last().map(|op| op.key().to_vec()).max(last);
+            let Some(last) = last else {
+                return Ok(());
+            };
+            if !batch.is_empty() {
+                self.write(batch)?;
+            }
+            after = Some(last);
+        }
     }
 
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {

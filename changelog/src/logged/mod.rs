@@ -155,6 +155,7 @@ fn merge_outcomes(done: RestoreOutcome, next: RestoreOutcome, first: bool) -> Re
         checkpoint: next.checkpoint.or(done.checkpoint),
         epoch: next.epoch.max(done.epoch),
         fenced: done.fenced + next.fenced,
+        bulk_loaded: done.bulk_loaded,
     }
 }
 
@@ -234,6 +235,7 @@ impl LoggedStore {
                 checkpoint: None,
                 epoch: 0,
                 fenced: 0,
+                bulk_loaded: false,
             },
             fence: Mutex::new(None),
             fenced_keys: Mutex::new(BTreeSet::new()),

@@ -18,6 +18,7 @@
 // SIGKILL and the lock semantics under test are Unix ones.
 #![cfg(unix)]
 
+mod bulk;
 mod workload;
 mod writer;
 

@@ -35,7 +35,7 @@ mod basic;
 mod concurrency;
 mod fixture;
 mod framing;
-mod map_store;
+pub(crate) mod map_store;
 mod reads;
 mod reopen;
 

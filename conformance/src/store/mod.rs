@@ -14,6 +14,7 @@ mod batch;
 mod borrowed;
 mod concurrency;
 mod conditional;
+mod delete_range;
 mod errors;
 mod large;
 mod model;
@@ -22,6 +23,7 @@ mod persistence;
 mod prefix;
 mod ranges;
 mod readers;
+mod restore;
 mod support;
 
 use crate::StoreFactory;
@@ -161,6 +163,17 @@ macro_rules! __store_cases {
             }
             model {
                 random_operations_match_model
+            }
+            delete_range {
+                delete_range_removes_exactly_the_range
+                delete_range_of_nothing_succeeds
+                delete_range_then_writes_in_range
+                delete_range_survives_reopen
+            }
+            restore {
+                restore_from_empty_matches_replay
+                restore_over_stale_content_matches_replay
+                bulk_loader_applies_writes_in_order
             }
             borrowed {
                 get_with_lends_what_get_returns

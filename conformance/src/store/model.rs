@@ -37,6 +37,7 @@ enum Op {
     PutIfAbsent(Bytes, Bytes),
     /// `(key, Some(value))` is a put, `(key, None)` a delete.
     Write(Vec<(Bytes, Option<Bytes>)>),
+    DeleteRange(Bound<Bytes>, Bound<Bytes>),
     Get(Bytes),
     Range(Bound<Bytes>, Bound<Bytes>),
     ReverseRange(Bound<Bytes>, Bound<Bytes>),
@@ -69,6 +70,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => key().prop_map(Op::Delete),
         2 => (key(), value()).prop_map(|(k, v)| Op::PutIfAbsent(k, v)),
         2 => vec((key(), proptest::option::of(value())), 0..=5).prop_map(Op::Write),
+        1 => (bound(), bound()).prop_map(|(from, to)| Op::DeleteRange(from, to)),
         2 => key().prop_map(Op::Get),
         1 => (bound(), bound()).prop_map(|(from, to)| Op::Range(from, to)),
         1 => (bound(), bound()).prop_map(|(from, to)| Op::ReverseRange(from, to)),
@@ -141,6 +143,11 @@ fn apply_write(fx: &mut StoreFixture<'_>, model: &mut Model, op: &Op) -> Result<
                 };
             }
             store.write(batch).map_err(fail)?;
+        }
+        Op::DeleteRange(from, to) => {
+            let (from, to) = (as_ref(from), as_ref(to));
+            store.delete_range(from, to).map_err(fail)?;
+            model.retain(|key, _| !in_range(from, to, key));
         }
         Op::Flush => store.flush().map_err(fail)?,
         Op::Reopen if store.capabilities().persistent => fx.reopen(),

@@ -90,6 +90,7 @@ macro_rules! __operator_cases {
             window {
                 model
                 expiry_drops_whole_segments
+                expiry_logs_a_tombstone_per_key
                 fetch_follows_time_and_key_order
                 late_records_are_counted
                 retained_duplicates_survive_reopen
