@@ -164,22 +164,25 @@ impl KeyValueStore for LoggedStore {
         }
     }
 
-    /// Commits and checkpoints ([`CommitPolicy::Auto`]), then closes the wrapped store. If the commit fails the
-    /// store stays open, so the caller can retry. Under [`CommitPolicy::Explicit`] the writes
-    /// since the last commit are discarded, as by [`abandon`](LoggedStore::abandon).
+    /// Commits and checkpoints ([`CommitPolicy::Auto`]), then closes the wrapped store. If the
+    /// commit fails the store stays open, so the caller can retry. Under
+    /// [`CommitPolicy::Explicit`] what is committed is checkpointed and the writes since the
+    /// last commit are discarded, as by [`abandon`](LoggedStore::abandon).
     fn close(&self) -> Result<()> {
         close(self)
     }
 }
 
-/// Commits ([`CommitPolicy::Auto`] only) and closes `logged`; closing a closed store does
-/// nothing.
+/// Commits ([`CommitPolicy::Auto`] only), checkpoints and closes `logged`; closing a closed
+/// store does nothing.
 pub(super) fn close(logged: &LoggedStore) -> Result<()> {
     if logged.closed.load(Ordering::Acquire) {
         return Ok(());
     }
     if logged.config.commit_policy == CommitPolicy::Explicit {
-        return logged.abandon();
+        // What is committed is flushed and checkpointed, so reopening replays none of it.
+        let checkpointed = logged.checkpoint_now();
+        return logged.abandon().and(checkpointed);
     }
     logged.commit()?;
     logged.checkpoint_now()?;

@@ -36,8 +36,9 @@ pub enum CommitPolicy {
     /// Only [`commit`](LoggedStore::commit) commits, so every commit ends where its owner
     /// says, with whatever the owner wrote last (an input position, say). A full buffer keeps
     /// taking writes and [`needs_commit`](LoggedStore::needs_commit) tells the owner to
-    /// commit; `flush` flushes only what is already committed; `close` and drop discard the
-    /// writes since the last commit, as [`abandon`](LoggedStore::abandon) does. A crash or a
+    /// commit; `flush` flushes and checkpoints only what is already committed; `close` and
+    /// drop do too, then discard the writes since the last commit, as
+    /// [`abandon`](LoggedStore::abandon) does. A crash or a
     /// close loses exactly the writes since the owner's last commit.
     Explicit,
 }

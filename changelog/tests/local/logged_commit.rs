@@ -13,8 +13,8 @@ use std::thread;
 use crate::logged_common::{self, TOPIC, checkpoint, file_log, memory_store, replay, scan};
 use parking_lot::RwLock;
 use statestore_changelog::{
-    Changelog, ChangelogRecord, CheckpointPolicy, FileLog, Framing, LoggedStore, LoggedStoreConfig,
-    read_checkpoint,
+    Changelog, ChangelogRecord, CheckpointPolicy, CommitPolicy, FileLog, Framing, LoggedStore,
+    LoggedStoreConfig, read_checkpoint,
 };
 use store_api::{BatchOp, ErrorKind, KeyValueStore, Result};
 
@@ -342,4 +342,44 @@ fn stores_committed_staged_write_one_checkpoint_for_all() {
         assert!(file.values().all(|&at| at == offset), "{file:?}");
         assert_eq!(file, cp.file_entries());
     }
+}
+
+/// Under `Explicit`, closing checkpoints what is committed (discarding what is not), so the
+/// store opened again replays nothing.
+#[test]
+fn an_explicit_store_checkpoints_its_commits_at_close() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let store_dir = dir.path().join("store");
+    let config = LoggedStoreConfig {
+        commit_policy: CommitPolicy::Explicit,
+        ..LoggedStoreConfig::default()
+    };
+    let open_store = || -> Arc<dyn KeyValueStore> {
+        Arc::from(statestore::open("sled", &store_dir, &serde_json::Value::Null).expect("sled"))
+    };
+    let store = LoggedStore::open(
+        open_store(),
+        log.clone(),
+        checkpoint(dir.path()),
+        config.clone(),
+    )
+    .expect("open");
+    store.put(b"kept", b"1").expect("put");
+    store.commit().expect("commit");
+    store.put(b"dropped", b"2").expect("put");
+    assert_eq!(
+        read_checkpoint(&dir.path().join(".checkpoint")).expect("read"),
+        None
+    );
+    store.close().expect("close");
+    drop(store);
+    let file = read_checkpoint(&dir.path().join(".checkpoint")).expect("read");
+    assert_eq!(file.and_then(|e| e.values().next().copied()), Some(1));
+
+    let reopened =
+        LoggedStore::open(open_store(), log, checkpoint(dir.path()), config).expect("reopen");
+    assert_eq!(reopened.restored().records, 0, "{:?}", reopened.restored());
+    assert_eq!(reopened.get(b"kept").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(reopened.get(b"dropped").expect("get"), None);
 }
