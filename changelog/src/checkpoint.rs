@@ -53,14 +53,33 @@ pub type CheckpointEntries = BTreeMap<TopicPartition, u64>;
 
 /// The checkpoint file of one task, shared by all the task's stores.
 ///
-/// It keeps the entries in memory and rewrites the whole file on every change, merging the
-/// entries of every store, so two stores never overwrite each other's offsets. Share one
-/// instance per file (the [`TaskDirectory`](crate::TaskDirectory) hands out an `Arc`): two
-/// instances on one path would race on the temporary file.
+/// It keeps two sets of entries. The *live* entries say what each store holds now, in this
+/// process ([`get`](Checkpoint::get)); a commit that leaves the store's writes unflushed
+/// records its offset there alone ([`advance`](Checkpoint::advance)). The *file* entries say
+/// what each store holds durably: only an offset whose store content was flushed is
+/// [staged](Checkpoint::stage) for the file, and one [`write_staged`](Checkpoint::write_staged)
+/// rewrites the file with every staged entry, so a task whose stores all committed writes it
+/// once. The file therefore never vouches for store content that a crash can lose; after a
+/// crash it may name an older offset than the store holds, and restore replays from there,
+/// which rebuilds the same state (see [`restore`](crate::restore())).
+///
+/// Every rewrite merges the entries of every store, so two stores never overwrite each
+/// other's offsets. Share one instance per file (the [`TaskDirectory`](crate::TaskDirectory)
+/// hands out an `Arc`): two instances on one path would race on the temporary file.
 #[derive(Debug)]
 pub struct Checkpoint {
     path: PathBuf,
-    entries: Mutex<CheckpointEntries>,
+    entries: Mutex<Entries>,
+}
+
+/// The live entries, the file's, and those staged for the next file write.
+#[derive(Debug, Default)]
+struct Entries {
+    live: CheckpointEntries,
+    file: CheckpointEntries,
+    staged: CheckpointEntries,
+    /// Rewrites of the file through this instance.
+    writes: u64,
 }
 
 impl Checkpoint {
@@ -70,10 +89,15 @@ impl Checkpoint {
     /// `Corruption` when the file is not a version-0 checkpoint, or `Io`.
     pub fn open(path: impl Into<PathBuf>) -> Result<Checkpoint> {
         let path = path.into();
-        let entries = read_checkpoint(&path)?.unwrap_or_default();
+        let file = read_checkpoint(&path)?.unwrap_or_default();
         Ok(Checkpoint {
             path,
-            entries: Mutex::new(entries),
+            entries: Mutex::new(Entries {
+                live: file.clone(),
+                file,
+                staged: CheckpointEntries::new(),
+                writes: 0,
+            }),
         })
     }
 
@@ -82,34 +106,90 @@ impl Checkpoint {
         &self.path
     }
 
-    /// The checkpointed offset of (`topic`, `partition`), if any.
+    /// The offset of (`topic`, `partition`) that its store holds now (the live entry), if any.
     pub fn get(&self, topic: &str, partition: u32) -> Option<u64> {
         let key = TopicPartition::new(topic, partition);
-        self.entries.lock().get(&key).copied()
+        self.entries.lock().live.get(&key).copied()
     }
 
-    /// A copy of every entry.
+    /// A copy of every live entry.
     pub fn entries(&self) -> CheckpointEntries {
-        self.entries.lock().clone()
+        self.entries.lock().live.clone()
+    }
+
+    /// A copy of the entries the file holds: those whose store content was flushed.
+    pub fn file_entries(&self) -> CheckpointEntries {
+        self.entries.lock().file.clone()
+    }
+
+    /// How many times this instance rewrote the file (each costs two fsyncs).
+    pub fn file_writes(&self) -> u64 {
+        self.entries.lock().writes
     }
 
     /// Records that the store of (`topic`, `partition`) holds every record up to `offset`,
-    /// and rewrites the file atomically. Writing an unchanged offset does nothing.
+    /// durably, and rewrites the file atomically with it and every staged entry. Writing an
+    /// unchanged file does nothing.
     ///
     /// # Errors
-    /// `InvalidArgument` for a topic the text format cannot hold, or `Io`; then the file and
-    /// the in-memory entry keep their previous value.
+    /// `InvalidArgument` for a topic the text format cannot hold, or `Io`; then the file keeps
+    /// its previous content and the entry stays staged.
     pub fn set(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        self.stage(topic, partition, offset)?;
+        self.write_staged()
+    }
+
+    /// Records that the store of (`topic`, `partition`) holds every record up to `offset`
+    /// now, in this process, but not durably (its writes are not flushed): the file keeps its
+    /// entry, so after a crash restore replays from the offset the file names.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a topic the text format cannot hold.
+    pub fn advance(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        check_topic(topic)?;
+        let key = TopicPartition::new(topic, partition);
+        self.entries.lock().live.insert(key, offset);
+        Ok(())
+    }
+
+    /// Records that the store of (`topic`, `partition`) holds every record up to `offset`
+    /// durably (its writes were flushed), for the next [`write_staged`](Checkpoint::write_staged).
+    /// Call it only after the store's flush returned.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a topic the text format cannot hold.
+    pub fn stage(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
         check_topic(topic)?;
         let key = TopicPartition::new(topic, partition);
         let mut entries = self.entries.lock();
-        if entries.get(&key) == Some(&offset) {
+        entries.live.insert(key.clone(), offset);
+        entries.staged.insert(key, offset);
+        Ok(())
+    }
+
+    /// Rewrites the file atomically with every staged entry merged into it: one write for all
+    /// the stores that staged since the last one. Does nothing when the file would not change.
+    ///
+    /// # Errors
+    /// `Io`; then the file keeps its previous content and the entries stay staged.
+    pub fn write_staged(&self) -> Result<()> {
+        let mut entries = self.entries.lock();
+        if entries.staged.is_empty() {
             return Ok(());
         }
-        let mut next = entries.clone();
-        next.insert(key, offset);
-        write_checkpoint(&self.path, &next)?;
-        *entries = next;
+        let mut next = entries.file.clone();
+        next.extend(
+            entries
+                .staged
+                .iter()
+                .map(|(key, &offset)| (key.clone(), offset)),
+        );
+        if next != entries.file {
+            write_checkpoint(&self.path, &next)?;
+            entries.writes += 1;
+        }
+        entries.file = next;
+        entries.staged.clear();
         Ok(())
     }
 
@@ -118,17 +198,20 @@ impl Checkpoint {
     /// that vouches for a half-wiped store.
     ///
     /// # Errors
-    /// `Io`; then the entry is kept.
+    /// `Io`; then the file entry is kept (the live and staged ones are gone).
     pub fn remove(&self, topic: &str, partition: u32) -> Result<()> {
         let key = TopicPartition::new(topic, partition);
         let mut entries = self.entries.lock();
-        if !entries.contains_key(&key) {
+        entries.live.remove(&key);
+        entries.staged.remove(&key);
+        if !entries.file.contains_key(&key) {
             return Ok(());
         }
-        let mut next = entries.clone();
+        let mut next = entries.file.clone();
         next.remove(&key);
         write_checkpoint(&self.path, &next)?;
-        *entries = next;
+        entries.writes += 1;
+        entries.file = next;
         Ok(())
     }
 }

@@ -31,7 +31,7 @@ pub use file::{
 pub use kafka::util as kafka_util;
 #[cfg(feature = "kafka")]
 pub use kafka::{Deliveries, KafkaClients, KafkaConfig, KafkaLog, validate_topic};
-pub use logged::{CommitPolicy, LoggedStore, LoggedStoreConfig};
+pub use logged::{CheckpointPolicy, CommitPolicy, LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
 pub use record::{
     COMMIT_MARKER_KEY, Changelog, ChangelogRecord, EPOCH_KEY, Framing, RecordKind, check_append,

@@ -101,7 +101,7 @@ pub(crate) struct Task {
     /// so they are never committed.
     pub poisoned: bool,
     pub metrics: TaskMetrics,
-    _dir: TaskDirectory,
+    dir: TaskDirectory,
 }
 
 impl Task {
@@ -152,7 +152,7 @@ impl Task {
             punctuated: false,
             poisoned: false,
             metrics,
-            _dir: dir,
+            dir,
         })
     }
 
@@ -206,7 +206,9 @@ impl Task {
     }
 
     /// Commits every store with the positions `next_offset` (where they advanced) and the
-    /// stream time, one store after the other. Returns the offset now committed in every
+    /// stream time, one store after the other, then writes the task's checkpoint file once
+    /// for the stores whose commit checkpointed (see
+    /// [`CheckpointPolicy`](statestore_changelog::CheckpointPolicy)). Returns the offset now committed in every
     /// store, by topic index, for the topics that have one.
     pub fn commit(&mut self) -> Result<Vec<(usize, u64)>> {
         if self.poisoned {
@@ -236,13 +238,15 @@ impl Task {
                 let bytes = encode_task_position(&self.topics, &position, stream_time);
                 store.put(POSITION_KEY, &bytes)?;
             }
-            store.commit()?;
+            // The task's checkpoint file is written once, after every store committed.
+            store.commit_staged()?;
             slot.position = position;
             slot.stream_time = stream_time;
             if index + 1 < stores {
                 fail::fail_point!("task-between-store-commits");
             }
         }
+        self.dir.checkpoint().write_staged()?;
         self.punctuated = false;
         self.committed_offset.clone_from(&self.next_offset);
         self.metrics
@@ -256,9 +260,18 @@ impl Task {
             .collect())
     }
 
-    /// Commits and closes every store, keeping their files.
+    /// Commits, flushes and checkpoints every store (one checkpoint file write), then closes
+    /// them, keeping their files: the next owner on this machine replays nothing.
     pub fn close(mut self) -> Result<Vec<(usize, u64)>> {
-        let committed = self.commit();
+        let committed = self.commit().and_then(|committed| {
+            for slot in &self.slots {
+                if let Some(store) = slot.logged() {
+                    store.stage_checkpoint()?;
+                }
+            }
+            self.dir.checkpoint().write_staged()?;
+            Ok(committed)
+        });
         if committed.is_err() {
             self.abandon();
             return committed;

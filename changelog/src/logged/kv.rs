@@ -192,37 +192,39 @@ impl KeyValueStore for LoggedStore {
         Ok(self.store.approximate_len()?.saturating_add(buffered))
     }
 
-    /// Commits: for a logged store, durable means logged and checkpointed.
-    /// Commits ([`CommitPolicy::Auto`]); under [`CommitPolicy::Explicit`] flushes the wrapped
-    /// store only, since only the owner's commits may reach the changelog.
+    /// Commits ([`CommitPolicy::Auto`]): for a logged store, durable means logged. Under
+    /// [`CommitPolicy::Explicit`] flushes the wrapped store and checkpoints what it holds
+    /// ([`checkpoint_now`](LoggedStore::checkpoint_now)), since only the owner's commits may
+    /// reach the changelog.
     fn flush(&self) -> Result<()> {
         match self.config.commit_policy {
             CommitPolicy::Auto => self.commit(),
-            CommitPolicy::Explicit => {
-                self.check_open()?;
-                self.store.flush()
-            }
+            CommitPolicy::Explicit => self.checkpoint_now(),
         }
     }
 
-    /// Commits ([`CommitPolicy::Auto`]), then closes the wrapped store. If the commit fails the
-    /// store stays open, so the caller can retry. Under [`CommitPolicy::Explicit`] the writes
-    /// since the last commit are discarded, as by [`abandon`](LoggedStore::abandon).
+    /// Commits and checkpoints ([`CommitPolicy::Auto`]), then closes the wrapped store. If the
+    /// commit fails the store stays open, so the caller can retry. Under
+    /// [`CommitPolicy::Explicit`] what is committed is checkpointed and the writes since the
+    /// last commit are discarded, as by [`abandon`](LoggedStore::abandon).
     fn close(&self) -> Result<()> {
         close(self)
     }
 }
 
-/// Commits ([`CommitPolicy::Auto`] only) and closes `logged`; closing a closed store does
-/// nothing.
+/// Commits ([`CommitPolicy::Auto`] only), checkpoints and closes `logged`; closing a closed
+/// store does nothing.
 pub(super) fn close(logged: &LoggedStore) -> Result<()> {
     if logged.closed.load(Ordering::Acquire) {
         return Ok(());
     }
     if logged.config.commit_policy == CommitPolicy::Explicit {
-        return logged.abandon();
+        // What is committed is flushed and checkpointed, so reopening replays none of it.
+        let checkpointed = logged.checkpoint_now();
+        return logged.abandon().and(checkpointed);
     }
     logged.commit()?;
+    logged.checkpoint_now()?;
     logged.closed.store(true, Ordering::Release);
     logged.store.close()
 }

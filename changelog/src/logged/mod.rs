@@ -36,10 +36,43 @@ pub enum CommitPolicy {
     /// Only [`commit`](LoggedStore::commit) commits, so every commit ends where its owner
     /// says, with whatever the owner wrote last (an input position, say). A full buffer keeps
     /// taking writes and [`needs_commit`](LoggedStore::needs_commit) tells the owner to
-    /// commit; `flush` flushes only what is already committed; `close` and drop discard the
-    /// writes since the last commit, as [`abandon`](LoggedStore::abandon) does. A crash or a
+    /// commit; `flush` flushes and checkpoints only what is already committed; `close` and
+    /// drop do too, then discard the writes since the last commit, as
+    /// [`abandon`](LoggedStore::abandon) does. A crash or a
     /// close loses exactly the writes since the owner's last commit.
     Explicit,
+}
+
+/// When a commit also flushes the wrapped store and rewrites the checkpoint file, and so
+/// what a crash leaves for the next restore to replay. Either way every commit syncs the
+/// changelog before it returns, so no committed write is lost to a crash, and the checkpoint
+/// file never names an offset whose store writes a crash can lose: it is rewritten only after
+/// the store's flush returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointPolicy {
+    /// Every commit flushes the store and rewrites the checkpoint file (fsynced). After a
+    /// crash the store holds every commit that returned, and restore replays nothing of them.
+    EveryCommit,
+    /// A commit flushes the store and checkpoints only once at least this many bytes of
+    /// records (keys and values) were committed since the last checkpoint; so do
+    /// [`close`](KeyValueStore::close) and [`checkpoint_now`](LoggedStore::checkpoint_now).
+    /// Between, the store's writes reach its files at the engine's own pace (or never, for a
+    /// store that is not persistent) and the checkpoint file keeps the offset of the last
+    /// flushed commit. After a crash the store holds that commit and possibly part of the
+    /// later ones; restore replays the log from that offset (about this many bytes at most),
+    /// which puts every key written since back to its last committed value.
+    AfterBytes(u64),
+}
+
+impl Default for CheckpointPolicy {
+    /// [`AfterBytes`](CheckpointPolicy::AfterBytes) of 64 MiB: four full buffers at the
+    /// default `commit_bytes`, under a second of replay after a crash at the restore rates in
+    /// `docs/benchmarks.md`. Kafka Streams checkpoints every 10 000 records, or only on a
+    /// clean close under exactly-once.
+    fn default() -> Self {
+        CheckpointPolicy::AfterBytes(64 << 20)
+    }
 }
 
 /// Options of a [`LoggedStore`].
@@ -56,6 +89,9 @@ pub struct LoggedStoreConfig {
     /// Records per `WriteBatch` when restoring, and keys per batch when wiping.
     /// Default: [`DEFAULT_RESTORE_BATCH_RECORDS`](crate::DEFAULT_RESTORE_BATCH_RECORDS).
     pub restore_batch_records: usize,
+    /// When a commit flushes the store and checkpoints. Default: 64 MiB, see
+    /// [`CheckpointPolicy`].
+    pub checkpoint_policy: CheckpointPolicy,
 }
 
 impl Default for LoggedStoreConfig {
@@ -64,6 +100,7 @@ impl Default for LoggedStoreConfig {
             commit_bytes: 16 << 20,
             commit_policy: CommitPolicy::Auto,
             restore_batch_records: crate::DEFAULT_RESTORE_BATCH_RECORDS,
+            checkpoint_policy: CheckpointPolicy::default(),
         }
     }
 }
@@ -75,11 +112,17 @@ impl Default for LoggedStoreConfig {
 /// [`commit_bytes`](LoggedStoreConfig::commit_bytes)), and every read sees them: `get`,
 /// ranges and prefix scans merge the buffer over the store. A commit:
 /// 1. appends the latest write of each buffered key to the changelog and syncs it;
-/// 2. applies them to the store as one `WriteBatch` and flushes it;
-/// 3. rewrites the checkpoint to the offset of the last record appended.
+/// 2. applies them to the store as one `WriteBatch`;
+/// 3. when the [`CheckpointPolicy`] says so, flushes the store and rewrites the checkpoint
+///    to the offset of the last record appended; otherwise records that offset only in the
+///    checkpoint's live entries, and the file keeps the last flushed one.
 ///
-/// The store therefore never holds a write the log has not acknowledged, and a crash at any
-/// point is repaired by replaying the log after the checkpoint when the store is opened again.
+/// The store therefore never holds a write the log has not acknowledged, the checkpoint file
+/// never vouches for a write the store could lose, and a crash at any point is repaired by
+/// replaying the log after the checkpoint file's offset when the store is opened again.
+///
+/// A task with several stores commits each with [`commit_staged`](LoggedStore::commit_staged)
+/// and then writes their shared checkpoint file once ([`Checkpoint::write_staged`]).
 /// The commit's records are framed by a commit marker appended after them (see
 /// [`Changelog`]), so a crash before step 1 completes loses the commit, whole, even if part
 /// of it reached the log; after it, restore replays it, whole. Opening a store whose log ends
@@ -106,7 +149,8 @@ impl Default for LoggedStoreConfig {
 /// store.put(b"apple", b"3")?;
 /// assert_eq!(store.get(b"apple")?, Some(b"3".to_vec())); // visible before the commit
 /// store.commit()?;
-/// // The checkpoint names the commit marker after the record, at offset 1.
+/// // The checkpoint names the commit marker after the record, at offset 1: the store holds
+/// // it (the file is rewritten once 64 MiB were committed, or at close).
 /// assert_eq!(checkpoint.get("app-counts-changelog", 0), Some(1));
 ///
 /// // Elsewhere, an empty store restored from the same log holds the same data.
@@ -135,6 +179,8 @@ pub struct LoggedStore {
     fence: Mutex<Option<Fence>>,
     /// The keys of records the restore ignored as a fenced writer's: the fence rewrites them.
     fenced_keys: Mutex<BTreeSet<Vec<u8>>>,
+    /// The record bytes committed since the store was last flushed and checkpointed.
+    unflushed: Mutex<u64>,
 }
 
 /// How often a fence reads its log again, 50 ms apart, until it sees its own commit.
@@ -178,6 +224,13 @@ fn fence_nonce() -> u64 {
         .map_or(0, |d| d.as_nanos());
     hasher.write_u128(nanos);
     hasher.finish()
+}
+
+/// The key and value bytes of `ops`, as a [`CheckpointPolicy`] counts them.
+fn record_bytes(ops: &[BatchOp]) -> u64 {
+    ops.iter()
+        .map(|op| (op.key().len() + op.value().map_or(0, <[u8]>::len)) as u64)
+        .sum()
 }
 
 /// A fenced writer's epoch and where its appends should land.
@@ -239,6 +292,7 @@ impl LoggedStore {
             },
             fence: Mutex::new(None),
             fenced_keys: Mutex::new(BTreeSet::new()),
+            unflushed: Mutex::new(0),
         };
         // A writer that committed while this store restored (a previous owner not yet aware
         // that it lost the partition) is caught up with by restoring again.
@@ -322,16 +376,31 @@ impl LoggedStore {
         bytes > 0 && bytes >= self.config.commit_bytes
     }
 
-    /// Makes every buffered write durable: log, then store, then checkpoint (see the type's
-    /// docs). Writes made while it runs wait for the next commit. A commit with nothing
-    /// buffered does nothing.
+    /// Makes every buffered write durable: log, then store, then checkpoint when the
+    /// [`CheckpointPolicy`] says so (see the type's docs). Writes made while it runs wait for
+    /// the next commit. A commit with nothing buffered does nothing.
     ///
     /// # Errors
     /// `Closed`, or the first error of the log, the store or the checkpoint file. Nothing is
-    /// then lost or half-applied: the writes stay buffered and readable, and the next commit
-    /// persists them again (a store batch is all-or-nothing, and replaying records the log
-    /// already holds is harmless).
+    /// then lost or half-applied: after an error of the log or the store the writes stay
+    /// buffered and readable, and the next commit persists them again (a store batch is
+    /// all-or-nothing, and replaying records the log already holds is harmless); after an
+    /// error writing the checkpoint file the commit itself holds, the file keeps its older
+    /// offset, and the next commit or [`checkpoint_now`](LoggedStore::checkpoint_now) writes
+    /// it again.
     pub fn commit(&self) -> Result<()> {
+        self.commit_staged()?;
+        self.checkpoint.write_staged()
+    }
+
+    /// As [`commit`](LoggedStore::commit), except that a checkpoint the commit makes is only
+    /// staged in the shared [`Checkpoint`], after the store's flush: the caller writes the
+    /// file once for all its stores with [`Checkpoint::write_staged`]. Until then the file
+    /// keeps an older offset, which is always safe (restore replays from it).
+    ///
+    /// # Errors
+    /// As [`commit`](LoggedStore::commit).
+    pub fn commit_staged(&self) -> Result<()> {
         self.check_open()?;
         let _one_at_a_time = self.commit_lock.lock();
         let Some(frozen) = self.buffer.write().freeze() else {
@@ -353,18 +422,73 @@ impl LoggedStore {
         self.log.sync()?;
         let stale = self.check_not_fenced(&offsets, ops.len() + 1)?;
         self.store.write_ops(ops)?;
-        self.store.flush()?;
-        self.checkpoint_at(&offsets)?;
+        let mut bytes = record_bytes(ops);
+        let mut last = offsets.end.saturating_sub(1);
         if !stale.is_empty() {
-            self.rewrite(stale)?;
+            let (rewritten, rewritten_bytes) = self.rewrite(stale)?;
+            last = rewritten.end.saturating_sub(1);
+            bytes += rewritten_bytes;
         }
+        self.committed(last, bytes)
+    }
+
+    /// Records that the store holds the commit whose marker is at `last`, after `bytes` more
+    /// bytes of records: flushes the store and stages a checkpoint when the policy says so,
+    /// else advances the checkpoint's live entry only.
+    fn committed(&self, last: u64, bytes: u64) -> Result<()> {
+        let mut unflushed = self.unflushed.lock();
+        let pending = unflushed.saturating_add(bytes);
+        let due = match self.config.checkpoint_policy {
+            CheckpointPolicy::EveryCommit => true,
+            CheckpointPolicy::AfterBytes(limit) => pending >= limit,
+        };
+        let (topic, partition) = (self.log.topic(), self.log.partition());
+        if due {
+            self.store.flush()?;
+            self.checkpoint.stage(topic, partition, last)?;
+            *unflushed = 0;
+        } else {
+            self.checkpoint.advance(topic, partition, last)?;
+            *unflushed = pending;
+        }
+        Ok(())
+    }
+
+    /// Flushes the wrapped store and checkpoints the last commit it holds, whatever the
+    /// [`CheckpointPolicy`], so that a restore after a crash or a close replays nothing that
+    /// was committed. Does not commit buffered writes.
+    ///
+    /// # Errors
+    /// `Closed`, or an error of the store's flush or the checkpoint file.
+    pub fn checkpoint_now(&self) -> Result<()> {
+        self.stage_checkpoint()?;
+        self.checkpoint.write_staged()
+    }
+
+    /// As [`checkpoint_now`](LoggedStore::checkpoint_now), staging the checkpoint for the
+    /// caller's [`Checkpoint::write_staged`] instead of writing the file.
+    ///
+    /// # Errors
+    /// As [`checkpoint_now`](LoggedStore::checkpoint_now).
+    pub fn stage_checkpoint(&self) -> Result<()> {
+        self.check_open()?;
+        let _one_at_a_time = self.commit_lock.lock();
+        let mut unflushed = self.unflushed.lock();
+        // With no commit in flight, the live entry names exactly what the store holds.
+        let (topic, partition) = (self.log.topic(), self.log.partition());
+        self.store.flush()?;
+        if let Some(last) = self.checkpoint.get(topic, partition) {
+            self.checkpoint.stage(topic, partition, last)?;
+        }
+        *unflushed = 0;
         Ok(())
     }
 
     /// Appends, as one commit, the value the store holds (or a tombstone) for each of `keys`,
     /// which a fenced writer appended: readers ignore those records, and with this commit no
-    /// compaction can keep one of them as the latest of its key.
-    fn rewrite(&self, keys: BTreeSet<Vec<u8>>) -> Result<()> {
+    /// compaction can keep one of them as the latest of its key. Returns its offsets and its
+    /// record bytes; the caller checkpoints it.
+    fn rewrite(&self, keys: BTreeSet<Vec<u8>>) -> Result<(Range<u64>, u64)> {
         let mut ops = Vec::with_capacity(keys.len());
         for key in keys {
             ops.push(match self.store.get(&key)? {
@@ -382,7 +506,7 @@ impl LoggedStore {
         self.log.sync()?;
         // The keys' values are already in the store: nothing is applied.
         let _ = self.check_not_fenced(&offsets, ops.len() + 1)?;
-        self.checkpoint_at(&offsets)
+        Ok((offsets, record_bytes(&ops)))
     }
 
     /// Checkpoints the last offset of `offsets`: the marker of the commit just persisted.

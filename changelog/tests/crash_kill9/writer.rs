@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use statestore_changelog::{
-    FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, RestoreListener, StateDirectory,
-    SyncPolicy, TaskDirectory, TaskId,
+    CheckpointPolicy, FileLog, FileLogConfig, LoggedStore, LoggedStoreConfig, RestoreListener,
+    StateDirectory, SyncPolicy, TaskDirectory, TaskId,
 };
 use store_api::KeyValueStore;
 
@@ -55,6 +55,9 @@ pub fn open_stack(root: &Path, backend: &str, listener: &mut dyn RestoreListener
         // Only the explicit per-step commits: a commit is exactly one step.
         commit_bytes: usize::MAX,
         restore_batch_records: 500,
+        // A checkpoint every two steps or so: most kills land after commits that left the
+        // store unflushed, the file naming an older, flushed one.
+        checkpoint_policy: CheckpointPolicy::AfterBytes(2048),
         ..LoggedStoreConfig::default()
     };
     let checkpoint = Arc::clone(task.checkpoint());

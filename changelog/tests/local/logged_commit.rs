@@ -13,7 +13,8 @@ use std::thread;
 use crate::logged_common::{self, TOPIC, checkpoint, file_log, memory_store, replay, scan};
 use parking_lot::RwLock;
 use statestore_changelog::{
-    Changelog, ChangelogRecord, FileLog, Framing, LoggedStore, LoggedStoreConfig, read_checkpoint,
+    Changelog, ChangelogRecord, CheckpointPolicy, CommitPolicy, FileLog, Framing, LoggedStore,
+    LoggedStoreConfig, read_checkpoint,
 };
 use store_api::{BatchOp, ErrorKind, KeyValueStore, Result};
 
@@ -71,6 +72,14 @@ impl Changelog for ReopenableLog {
     }
 }
 
+/// Every commit flushes the store and rewrites the checkpoint file.
+fn every_commit() -> LoggedStoreConfig {
+    LoggedStoreConfig {
+        checkpoint_policy: CheckpointPolicy::EveryCommit,
+        ..LoggedStoreConfig::default()
+    }
+}
+
 fn put_all(store: &LoggedStore, keys: &[&str], value: &str) {
     for key in keys {
         store.put(key.as_bytes(), value.as_bytes()).expect("put");
@@ -83,13 +92,8 @@ fn a_failed_log_append_leaves_the_store_untouched_and_keeps_the_buffer() {
     let log = ReopenableLog::open(&dir.path().join("log"));
     let inner = memory_store();
     let cp = checkpoint(dir.path());
-    let store = LoggedStore::open(
-        Arc::clone(&inner),
-        log.clone(),
-        cp,
-        LoggedStoreConfig::default(),
-    )
-    .expect("open");
+    let store =
+        LoggedStore::open(Arc::clone(&inner), log.clone(), cp, every_commit()).expect("open");
     put_all(&store, &["a", "b"], "1");
     store.commit().expect("commit");
 
@@ -167,7 +171,7 @@ fn a_failed_store_write_keeps_the_buffer_and_the_log_stays_the_truth() {
 }
 
 #[test]
-fn a_failed_checkpoint_write_keeps_the_buffer_and_a_retry_completes() {
+fn a_failed_checkpoint_write_keeps_the_commit_and_a_retry_writes_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let task = dir.path().join("0_0");
     std::fs::create_dir(&task).expect("mkdir");
@@ -177,7 +181,7 @@ fn a_failed_checkpoint_write_keeps_the_buffer_and_a_retry_completes() {
         Arc::clone(&inner),
         log.clone(),
         checkpoint(&task),
-        LoggedStoreConfig::default(),
+        every_commit(),
     )
     .expect("open");
     put_all(&store, &["a"], "1");
@@ -187,25 +191,26 @@ fn a_failed_checkpoint_write_keeps_the_buffer_and_a_retry_completes() {
     std::fs::remove_dir_all(&task).expect("remove the task directory");
     let err = store.commit().expect_err("no directory for the checkpoint");
     assert_eq!(err.kind(), ErrorKind::Io);
+    // The commit holds: log and store have its writes, the live entry names it, and only
+    // the file still names the commit before it. The entry stays staged for the next write.
+    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(4));
     assert_eq!(
-        store.checkpoint().get(TOPIC, 0),
-        Some(1),
-        "the checkpoint moved"
+        store.checkpoint().file_entries().values().next(),
+        Some(&1),
+        "the checkpoint file moved"
     );
-    assert!(store.buffered_bytes() > 0, "the buffer was dropped");
-    // Steps 1 and 2 had completed: log and store hold the writes.
+    assert_eq!(store.buffered_bytes(), 0);
     assert_eq!(inner.get(b"b").expect("get"), Some(b"2".to_vec()));
 
     std::fs::create_dir(&task).expect("mkdir");
     store.commit().expect("retry");
-    // The retry logged the two writes again; replaying both copies is harmless.
-    assert_eq!(log.end_offset().expect("end"), 8);
-    assert_eq!(store.checkpoint().get(TOPIC, 0), Some(7));
+    // Nothing was appended again: the retry only wrote the staged entry.
+    assert_eq!(log.end_offset().expect("end"), 5);
     assert_eq!(
         read_checkpoint(&task.join(".checkpoint"))
             .expect("read")
             .and_then(|e| e.values().next().copied()),
-        Some(7)
+        Some(4)
     );
     assert_eq!(replay(log.as_ref()), scan(&store));
 }
@@ -254,4 +259,127 @@ fn writers_see_their_writes_while_another_thread_commits() {
     store.commit().expect("commit");
     assert_eq!(scan(store.inner().as_ref()).len(), 150);
     assert_eq!(replay(log.as_ref()), scan(store.as_ref()));
+}
+
+/// Below its `AfterBytes`, a commit leaves the checkpoint file alone: the live entry names
+/// the commit, the file the last flushed one. Crossing it, and closing, rewrite the file.
+#[test]
+fn a_commit_checkpoints_the_file_only_past_its_bytes_and_at_close() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let cp = checkpoint(dir.path());
+    let config = LoggedStoreConfig {
+        checkpoint_policy: CheckpointPolicy::AfterBytes(100),
+        ..LoggedStoreConfig::default()
+    };
+    let store =
+        LoggedStore::open(memory_store(), log.clone(), Arc::clone(&cp), config).expect("open");
+    let file = || read_checkpoint(&dir.path().join(".checkpoint")).expect("read");
+
+    store.put(b"a", &[1; 40]).expect("put");
+    store.commit().expect("commit");
+    assert_eq!(cp.get(TOPIC, 0), Some(1));
+    assert_eq!(file(), None, "41 of 100 bytes wrote the file");
+    store.put(b"b", &[2; 40]).expect("put");
+    store.commit().expect("commit");
+    assert_eq!(cp.get(TOPIC, 0), Some(3));
+    assert_eq!(file(), None, "82 of 100 bytes wrote the file");
+    assert_eq!(cp.file_writes(), 0);
+
+    store.put(b"c", &[3; 40]).expect("put");
+    store.commit().expect("commit");
+    assert_eq!(file().and_then(|e| e.values().next().copied()), Some(5));
+    assert_eq!(cp.file_writes(), 1);
+
+    // The count starts again after a checkpoint; close checkpoints what is left.
+    store.put(b"d", b"4").expect("put");
+    store.commit().expect("commit");
+    assert_eq!(file().and_then(|e| e.values().next().copied()), Some(5));
+    store.close().expect("close");
+    assert_eq!(file().and_then(|e| e.values().next().copied()), Some(7));
+    assert_eq!(cp.file_writes(), 2);
+}
+
+/// Several stores of one task commit with `commit_staged` and write their shared checkpoint
+/// file once, holding every store's offset; nothing is written before that.
+#[test]
+fn stores_committed_staged_write_one_checkpoint_for_all() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cp = checkpoint(dir.path());
+    let stores: Vec<LoggedStore> = ["counts", "totals", "names"]
+        .iter()
+        .map(|name| {
+            let log = FileLog::open(
+                &dir.path().join("logs"),
+                &format!("app-{name}-changelog"),
+                0,
+                Default::default(),
+            )
+            .expect("log");
+            LoggedStore::open(
+                memory_store(),
+                Arc::new(log),
+                Arc::clone(&cp),
+                every_commit(),
+            )
+            .expect("open")
+        })
+        .collect();
+    for round in 0..3u8 {
+        let before = cp.file_writes();
+        for store in &stores {
+            store.put(b"k", &[round]).expect("put");
+            store.commit_staged().expect("commit");
+        }
+        assert_eq!(cp.file_writes(), before, "a staged commit wrote the file");
+        cp.write_staged().expect("write");
+        assert_eq!(cp.file_writes(), before + 1);
+        let file = read_checkpoint(&dir.path().join(".checkpoint"))
+            .expect("read")
+            .expect("present");
+        let offset = u64::from(round) * 2 + 1;
+        assert_eq!(file.len(), 3);
+        assert!(file.values().all(|&at| at == offset), "{file:?}");
+        assert_eq!(file, cp.file_entries());
+    }
+}
+
+/// Under `Explicit`, closing checkpoints what is committed (discarding what is not), so the
+/// store opened again replays nothing.
+#[test]
+fn an_explicit_store_checkpoints_its_commits_at_close() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let store_dir = dir.path().join("store");
+    let config = LoggedStoreConfig {
+        commit_policy: CommitPolicy::Explicit,
+        ..LoggedStoreConfig::default()
+    };
+    let open_store = || -> Arc<dyn KeyValueStore> {
+        Arc::from(statestore::open("sled", &store_dir, &serde_json::Value::Null).expect("sled"))
+    };
+    let store = LoggedStore::open(
+        open_store(),
+        log.clone(),
+        checkpoint(dir.path()),
+        config.clone(),
+    )
+    .expect("open");
+    store.put(b"kept", b"1").expect("put");
+    store.commit().expect("commit");
+    store.put(b"dropped", b"2").expect("put");
+    assert_eq!(
+        read_checkpoint(&dir.path().join(".checkpoint")).expect("read"),
+        None
+    );
+    store.close().expect("close");
+    drop(store);
+    let file = read_checkpoint(&dir.path().join(".checkpoint")).expect("read");
+    assert_eq!(file.and_then(|e| e.values().next().copied()), Some(1));
+
+    let reopened =
+        LoggedStore::open(open_store(), log, checkpoint(dir.path()), config).expect("reopen");
+    assert_eq!(reopened.restored().records, 0, "{:?}", reopened.restored());
+    assert_eq!(reopened.get(b"kept").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(reopened.get(b"dropped").expect("get"), None);
 }

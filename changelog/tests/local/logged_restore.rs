@@ -4,14 +4,16 @@ use std::sync::Arc;
 
 use crate::logged_common::{Recorder, TOPIC, checkpoint, file_log, memory_store, replay, scan};
 use statestore_changelog::{
-    Changelog, Checkpoint, FileLog, FileLogConfig, Framing, LoggedStore, LoggedStoreConfig,
-    MemoryLog, read_checkpoint,
+    Changelog, Checkpoint, CheckpointPolicy, FileLog, FileLogConfig, Framing, LoggedStore,
+    LoggedStoreConfig, MemoryLog, read_checkpoint,
 };
 use store_api::{BatchOp, KeyValueStore};
 
+/// Every commit checkpoints, so the checkpoint file follows the commits these tests make.
 fn config(restore_batch_records: usize) -> LoggedStoreConfig {
     LoggedStoreConfig {
         restore_batch_records,
+        checkpoint_policy: CheckpointPolicy::EveryCommit,
         ..LoggedStoreConfig::default()
     }
 }
