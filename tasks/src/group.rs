@@ -263,6 +263,7 @@ impl Shared {
             // owners at once, which stops this instance rather than leave the task paused.
             let mut task = task?;
             let mut resumed = TopicPartitionList::new();
+            let mut lost = false;
             for (topic, input) in self.inputs.iter().enumerate() {
                 let next = &mut task.next_offset[topic];
                 if next.is_none() {
@@ -280,15 +281,28 @@ impl Shared {
                     }
                     None => Offset::Beginning,
                 };
-                consumer
-                    .seek(
-                        input,
-                        partition_id(partition),
-                        offset,
-                        self.config.request_timeout(),
-                    )
-                    .map_err(|err| convert("seeking to a restored task's position", err))?;
+                let sought = consumer.seek(
+                    input,
+                    partition_id(partition),
+                    offset,
+                    self.config.request_timeout(),
+                );
+                if let Err(err) = sought {
+                    if still_assigned(consumer, input, partition) {
+                        return Err(convert("seeking to a restored task's position", err));
+                    }
+                    lost = true;
+                    break;
+                }
                 resumed.add_partition(input, partition_id(partition));
+            }
+            if lost {
+                // librdkafka took the partition away while the task restored, before this
+                // instance saw a revocation (a member past max.poll.interval.ms loses its
+                // assignment at once): the task is not this instance's to process.
+                tracing::info!(task = %task.id, "a restored task's partition is no longer assigned here: closed");
+                task.abandon();
+                continue;
             }
             consumer
                 .resume(&resumed)
@@ -448,6 +462,16 @@ pub(crate) fn commit_group(
     consumer
         .commit(&tpl, CommitMode::Sync)
         .map_err(|err| convert("committing the group offsets", err))
+}
+
+/// Whether partition `partition` of `topic` is in `consumer`'s assignment (true when the
+/// consumer cannot say, so that a failure is not mistaken for a lost partition).
+fn still_assigned(consumer: &BaseConsumer<GroupContext>, topic: &str, partition: u32) -> bool {
+    consumer.assignment().map_or(true, |assigned| {
+        assigned
+            .find_partition(topic, partition_id(partition))
+            .is_some()
+    })
 }
 
 pub(crate) fn partition_id(partition: u32) -> i32 {
