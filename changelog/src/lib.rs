@@ -39,7 +39,7 @@ pub use record::{
 };
 pub use restore::{
     DEFAULT_RESTORE_BATCH_RECORDS, NoopRestoreListener, RestoreListener, RestoreOutcome, restore,
-    stored_epoch, wipe,
+    stored_epoch,
 };
 pub use state_dir::{
     LOCK_FILE, StateDirectory, TaskDirectory, TaskId, create_private_dir, validate_name,

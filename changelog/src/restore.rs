@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use std::ops::{Bound, ControlFlow};
 use std::sync::mpsc::{self, SyncSender};
 
-use store_api::{BatchOp, BulkLoader, Error, KeyValueStore, Result, WriteBatch};
+use store_api::{BatchOp, BulkLoader, Error, KeyValueStore, Result};
 
 use crate::checkpoint::Checkpoint;
 use crate::commits::{CommitReader, Released};
@@ -68,8 +68,8 @@ pub struct NoopRestoreListener;
 
 impl RestoreListener for NoopRestoreListener {}
 
-/// What a restore did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a restore did (`Default`: nothing restored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RestoreOutcome {
     /// The whole log was replayed into a wiped store: no checkpoint vouched for its content
     /// (none, one the log no longer covers, or one over an empty store).
@@ -347,36 +347,4 @@ fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
         ControlFlow::Break(())
     })?;
     Ok(empty)
-}
-
-/// Deletes every key of `store` one by one, `batch_records` keys per batch. A restore wipes
-/// with the store's [`delete_range`](KeyValueStore::delete_range) instead, which an engine may
-/// do natively.
-///
-/// # Errors
-/// Any store error.
-pub fn wipe(store: &dyn KeyValueStore, batch_records: usize) -> Result<u64> {
-    let batch_records = batch_records.max(1);
-    let mut deleted = 0u64;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        // Each pass starts after the last key deleted, so an engine that keeps tombstones
-        // around (an LSM) is not made to skip them all again.
-        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let mut batch = WriteBatch::with_capacity(batch_records);
-        store.scan(from, Bound::Unbounded, false, &mut |key, _| {
-            batch.push(BatchOp::Delete { key: key.to_vec() });
-            if batch.len() < batch_records {
-                ControlFlow::Continue(())
-            } else {
-                ControlFlow::Break(())
-            }
-        })?;
-        let Some(last) = batch.ops().last().map(|op| op.key().to_vec()) else {
-            return Ok(deleted);
-        };
-        deleted += batch.len() as u64;
-        store.write(batch)?;
-        after = Some(last);
-    }
 }

@@ -337,15 +337,7 @@ fn open_slot(
         )
     } else {
         // Nothing to restore from: the store is whatever this machine kept.
-        let restored = RestoreOutcome {
-            wiped: false,
-            from: 0,
-            records: 0,
-            checkpoint: None,
-            epoch: 0,
-            fenced: 0,
-            bulk_loaded: false,
-        };
+        let restored = RestoreOutcome::default();
         (Backing::Local(inner), vec![0; topics.len()], None, restored)
     };
     let kv = Arc::new(TaskKv::new(spec.name.clone(), backing));
