@@ -1,7 +1,10 @@
 //! [`Application`]: one instance of a partitioned application, and its processing loop.
 
+mod batch;
 mod standbys;
 mod tansu;
+
+pub use batch::ProcessorPool;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,7 +38,7 @@ const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often wall-clock punctuators are looked at: their time resolution, and not once per
 /// record, which would lock every task for each.
-const WALL_CLOCK_CHECK_INTERVAL: Duration = Duration::from_millis(1);
+pub(crate) const WALL_CLOCK_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 
 /// The longest the group-list request is left alone after it failed: a coordinator that cannot
 /// describe groups (unpatched tansu 0.6 on SQLite, see `scripts/broker.sh`) also closes the
@@ -232,6 +235,14 @@ impl Application {
             self.last_wall_clock = Instant::now();
         }
         self.send_outputs()?;
+        self.maintain(full)?;
+        Ok(processed)
+    }
+
+    /// What every poll does after processing: commits when a store is `full` or the commit
+    /// interval has passed, follows the group's assignment with the standby copies, and checks
+    /// the progress of partitions owned elsewhere (tansu workarounds).
+    fn maintain(&mut self, full: bool) -> Result<()> {
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
         }
@@ -247,7 +258,7 @@ impl Application {
             self.check_progress()?;
             self.last_progress_check = Instant::now();
         }
-        Ok(processed)
+        Ok(())
     }
 
     /// Polls and processes every record with `process` until `stop` is set, then closes.
@@ -278,6 +289,28 @@ impl Application {
         self.close()
     }
 
+    /// As [`run_processor`](Application::run_processor), with one processor per task made
+    /// by `supplier` (see [`ProcessorPool`]) and the tasks processed on
+    /// [`stream_threads`](TasksConfig::stream_threads) threads, in batches of up to
+    /// [`max_poll_records`](TasksConfig::max_poll_records).
+    ///
+    /// # Errors
+    /// As [`poll_tasks`](Application::poll_tasks) and [`close`](Application::close).
+    pub fn run_tasks<P, S>(mut self, stop: &AtomicBool, supplier: S) -> Result<()>
+    where
+        P: Processor + Send,
+        S: Fn(TaskId) -> P + Sync,
+    {
+        let mut pool = ProcessorPool::new(supplier);
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(err) = self.poll_tasks(Duration::from_millis(100), &mut pool) {
+                let _ = self.close();
+                return Err(err);
+            }
+        }
+        self.close()
+    }
+
     /// Commits every task: outputs flushed, then each task's stores with its position (the
     /// tasks in parallel, each on a thread of its own), then the group offsets (a failure there is logged: the stores hold the positions). A task
     /// whose changelog a newer owner fenced is dropped as lost. Also removes the directories
@@ -286,53 +319,7 @@ impl Application {
     /// # Errors
     /// The first error of a flush or a store commit (the other tasks commit regardless).
     pub fn commit(&mut self) -> Result<()> {
-        self.flush_outputs()?;
-        let mut offsets = Vec::new();
-        {
-            let mut tasks = self.shared.tasks.lock();
-            let mut fenced = Vec::new();
-            let mut first_error = None;
-            let due = tasks
-                .iter_mut()
-                .filter(|(_, task)| {
-                    task.committed_offset != task.next_offset || task.needs_commit()
-                })
-                .map(|(&partition, task)| (partition, task));
-            let results = commit_in_parallel(due.collect(), |task| (task.id, task.commit()));
-            for (partition, (id, result)) in results {
-                match result {
-                    Ok(committed) => {
-                        offsets.extend(self.shared.group_offsets_of(partition, &committed))
-                    }
-                    Err(err) if err.kind() == ErrorKind::Fenced => {
-                        tracing::warn!(task = %id, %err, "task fenced by a newer owner: dropped as lost");
-                        fenced.push(partition);
-                    }
-                    Err(err) => first_error = first_error.or(Some(err)),
-                }
-            }
-            if let Some(err) = first_error {
-                return Err(err);
-            }
-            for partition in fenced {
-                if let Some(task) = tasks.remove(&partition) {
-                    task.abandon();
-                    self.shared.event(partition, TaskEventKind::Fenced);
-                }
-            }
-        }
-        if let Err(err) = commit_group(&self.consumer, &offsets) {
-            // The stores hold the positions; the group offset is a floor and for monitoring,
-            // and a commit racing a rebalance is refused. It is tried again at the next
-            // commit: otherwise a task with no new record would leave it behind for good.
-            tracing::warn!(%err, "committing the group offsets failed");
-            let mut tasks = self.shared.tasks.lock();
-            for (_, partition, _) in &offsets {
-                if let Some(task) = tasks.get_mut(partition) {
-                    task.committed_offset.fill(None);
-                }
-            }
-        }
+        commit_tasks(&self.consumer, &self.shared)?;
         self.last_commit = Instant::now();
         self.cleanup()
     }
@@ -409,6 +396,54 @@ impl Application {
     fn flush_outputs(&mut self) -> Result<()> {
         self.shared.flush_outputs()
     }
+}
+
+/// [`Application::commit`] but for the cleanup: every task and then the group offsets.
+pub(crate) fn commit_tasks(consumer: &BaseConsumer<GroupContext>, shared: &Shared) -> Result<()> {
+    shared.flush_outputs()?;
+    let mut offsets = Vec::new();
+    {
+        let mut tasks = shared.tasks.lock();
+        let mut fenced = Vec::new();
+        let mut first_error = None;
+        let due = tasks
+            .iter_mut()
+            .filter(|(_, task)| task.committed_offset != task.next_offset || task.needs_commit())
+            .map(|(&partition, task)| (partition, task));
+        let results = commit_in_parallel(due.collect(), |task| (task.id, task.commit()));
+        for (partition, (id, result)) in results {
+            match result {
+                Ok(committed) => offsets.extend(shared.group_offsets_of(partition, &committed)),
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    tracing::warn!(task = %id, %err, "task fenced by a newer owner: dropped as lost");
+                    fenced.push(partition);
+                }
+                Err(err) => first_error = first_error.or(Some(err)),
+            }
+        }
+        if let Some(err) = first_error {
+            return Err(err);
+        }
+        for partition in fenced {
+            if let Some(task) = tasks.remove(&partition) {
+                task.abandon();
+                shared.event(partition, TaskEventKind::Fenced);
+            }
+        }
+    }
+    if let Err(err) = commit_group(consumer, &offsets) {
+        // The stores hold the positions; the group offset is a floor and for monitoring,
+        // and a commit racing a rebalance is refused. It is tried again at the next
+        // commit: otherwise a task with no new record would leave it behind for good.
+        tracing::warn!(%err, "committing the group offsets failed");
+        let mut tasks = shared.tasks.lock();
+        for (_, partition, _) in &offsets {
+            if let Some(task) = tasks.get_mut(partition) {
+                task.committed_offset.fill(None);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `commit` on each of `tasks`, each on a thread of its own when there are several: a

@@ -168,7 +168,19 @@ pub struct TasksConfig {
     /// [`Queries::metadata_for_key`](crate::Queries::metadata_for_key). Default `murmur2`
     /// (Kafka's Java producer and Kafka Streams); librdkafka's own default is `crc32`.
     pub key_partitioner: crate::KeyPartitioner,
+    /// Kafka Streams' `num.stream.threads`: the threads that process this instance's tasks
+    /// when it runs with a [`ProcessorPool`](crate::ProcessorPool) (one processor per task). A
+    /// task is processed by one thread at a time and its records in order; the instance is
+    /// still one member of the group, with one state directory. Default 1.
+    pub stream_threads: usize,
+    /// `max.poll.records`: the most records one
+    /// [`poll_tasks`](crate::Application::poll_tasks) takes from the consumer and processes
+    /// before it commits (when due) and polls again. Default 1000 (Kafka's).
+    pub max_poll_records: usize,
 }
+
+/// The most processing threads an instance may run.
+const MAX_STREAM_THREADS: usize = 1024;
 
 impl Default for TasksConfig {
     fn default() -> Self {
@@ -193,6 +205,8 @@ impl Default for TasksConfig {
             tansu_workarounds: false,
             application_server: None,
             key_partitioner: crate::KeyPartitioner::default(),
+            stream_threads: 1,
+            max_poll_records: 1000,
         }
     }
 }
@@ -340,6 +354,15 @@ impl TasksConfig {
                 "heartbeat_interval_ms ({}) must be below session_timeout_ms ({})",
                 self.heartbeat_interval_ms, self.session_timeout_ms
             )));
+        }
+        if !(1..=MAX_STREAM_THREADS).contains(&self.stream_threads) {
+            return Err(Error::invalid(format!(
+                "stream_threads must be between 1 and {MAX_STREAM_THREADS}, not {}",
+                self.stream_threads
+            )));
+        }
+        if self.max_poll_records == 0 {
+            return Err(Error::invalid("max_poll_records must be at least 1"));
         }
         if self.restore_parallelism == 0 {
             return Err(Error::invalid("restore_parallelism must be at least 1"));

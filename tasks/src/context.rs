@@ -211,6 +211,16 @@ impl ProcessorContext<'_> {
     }
 }
 
+/// The partition, input topic index and offset of `message`, when it is a record of an
+/// input topic.
+pub(crate) fn locate(shared: &Shared, message: &BorrowedMessage<'_>) -> Option<(u32, usize, u64)> {
+    Some((
+        u32::try_from(message.partition()).ok()?,
+        shared.topic_index(message.topic())?,
+        u64::try_from(message.offset()).ok()?,
+    ))
+}
+
 /// Hands `message` to `processor` with its task, unless the task already processed it, then
 /// calls the task's stream-time punctuators that came due. Returns whether it was processed,
 /// and whether a store of its task needs a commit now.
@@ -220,11 +230,7 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
     outputs: &mut Vec<Output>,
     processor: &mut P,
 ) -> Result<(bool, bool)> {
-    let (Ok(partition), Ok(offset), Some(topic)) = (
-        u32::try_from(message.partition()),
-        u64::try_from(message.offset()),
-        shared.topic_index(message.topic()),
-    ) else {
+    let Some((partition, topic, offset)) = locate(shared, message) else {
         return Ok((false, false));
     };
     let mut tasks = shared.tasks.lock();
@@ -232,6 +238,23 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
         // A record fetched before its partition was revoked.
         return Ok((false, false));
     };
+    process_record(
+        task,
+        (partition, topic, offset),
+        message,
+        outputs,
+        processor,
+    )
+}
+
+/// [`process_message`] for a record of `task` found at `(partition, topic, offset)`.
+pub(crate) fn process_record<P: Processor + ?Sized>(
+    task: &mut Task,
+    (partition, topic, offset): (u32, usize, u64),
+    message: &BorrowedMessage<'_>,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Result<(bool, bool)> {
     if task.next_offset[topic].is_some_and(|next| offset < next) {
         return Ok((false, false));
     }
@@ -323,17 +346,28 @@ pub(crate) fn punctuate_wall_clock<P: Processor + ?Sized>(
     let now = wall_clock_ms();
     let mut tasks = shared.tasks.lock();
     for task in tasks.values_mut() {
-        if task.poisoned {
-            continue;
-        }
-        init_task(task, outputs, processor)?;
-        punctuate(
-            task,
-            outputs,
-            processor,
-            PunctuationType::WallClockTime,
-            now,
-        )?;
+        punctuate_task_wall_clock(task, outputs, processor, now)?;
     }
     Ok(())
+}
+
+/// Initialises `task` if it has not started and calls its wall-clock punctuators due at `now`;
+/// nothing for a task whose processor failed.
+pub(crate) fn punctuate_task_wall_clock<P: Processor + ?Sized>(
+    task: &mut Task,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+    now: i64,
+) -> Result<()> {
+    if task.poisoned {
+        return Ok(());
+    }
+    init_task(task, outputs, processor)?;
+    punctuate(
+        task,
+        outputs,
+        processor,
+        PunctuationType::WallClockTime,
+        now,
+    )
 }

@@ -66,7 +66,7 @@ mod stores;
 mod task;
 mod topics;
 
-pub use app::Application;
+pub use app::{Application, ProcessorPool};
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
 pub use context::{Processor, ProcessorContext, TaskContext};
 pub use outputs::ProductionErrorPolicy;

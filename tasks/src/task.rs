@@ -101,8 +101,14 @@ pub(crate) struct Task {
     /// so they are never committed.
     pub poisoned: bool,
     pub metrics: TaskMetrics,
+    /// Unique among the tasks this process opened: a task closed and opened again is a new
+    /// generation, which gets a new processor from a [`ProcessorPool`](crate::ProcessorPool).
+    pub generation: u64,
     dir: TaskDirectory,
 }
+
+/// The generation of the next task opened.
+static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Task {
     /// Opens and restores every store of task `id`, logged to partition `id.partition` of
@@ -152,6 +158,7 @@ impl Task {
             punctuated: false,
             poisoned: false,
             metrics,
+            generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             dir,
         })
     }

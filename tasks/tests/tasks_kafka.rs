@@ -1157,3 +1157,114 @@ fn a_restore_longer_than_max_poll_interval_causes_no_rebalance() {
     assert_eq!(revoked, 2 + 4, "{events:?}");
     assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
 }
+
+/// Two processing threads in one instance: tasks are processed at the same time on both, a
+/// task's records reach only its own processor (made once per task) and in offset order, a
+/// store that fills its buffer commits at that record although the batch goes on, and the
+/// counts are exact with every store equal to its changelog.
+#[test]
+fn stream_threads_process_tasks_at_once_each_in_order_with_its_own_processor() {
+    let Some(bootstrap) =
+        bootstrap("stream_threads_process_tasks_at_once_each_in_order_with_its_own_processor")
+    else {
+        return;
+    };
+    prometheus();
+    let Setup {
+        app,
+        input,
+        dir_a,
+        n,
+        expected,
+        ..
+    } = Setup::new(&bootstrap, "tasks-threads");
+    let mut config = TasksConfig {
+        stream_threads: 2,
+        ..config(&bootstrap, &app, &input, dir_a.path())
+    };
+    // Every record fills the buffer: its task commits before its next record.
+    config.stores[0].logged.commit_bytes = 1;
+
+    /// Two processors inside `process` at once, seen in the first records (each waits up to
+    /// 20 ms for another, until one did or 500 waits passed).
+    #[derive(Default)]
+    struct Meeting {
+        inside: std::sync::Mutex<usize>,
+        changed: std::sync::Condvar,
+        met: AtomicBool,
+        waits: AtomicU64,
+    }
+    impl Meeting {
+        fn attend(&self) {
+            if self.met.load(Ordering::SeqCst) || self.waits.fetch_add(1, Ordering::SeqCst) >= 500 {
+                return;
+            }
+            let mut inside = self.inside.lock().expect("lock");
+            *inside += 1;
+            self.changed.notify_all();
+            let (mut inside, _) = self
+                .changed
+                .wait_timeout_while(inside, Duration::from_millis(20), |inside| *inside < 2)
+                .expect("lock");
+            if *inside >= 2 {
+                self.met.store(true, Ordering::SeqCst);
+            }
+            *inside -= 1;
+        }
+    }
+    let meeting = Arc::new(Meeting::default());
+    let made = Arc::new(Mutex::new(Vec::new()));
+    let (meeting2, made2) = (Arc::clone(&meeting), Arc::clone(&made));
+    let run = thread::spawn(move || -> store_api::Result<u64> {
+        let mut instance = Application::new(config)?;
+        let mut pool = statestore_tasks::ProcessorPool::new(|task: TaskId| {
+            made2.lock().push(task);
+            let meeting = Arc::clone(&meeting2);
+            let mut last: Option<u64> = None;
+            move |ctx: &mut statestore_tasks::ProcessorContext<'_>| {
+                if ctx.task_id() != task || last.is_some_and(|last| ctx.offset() <= last) {
+                    return Err(store_api::Error::invalid(format!(
+                        "the processor of {task} got offset {} of {} after {last:?}",
+                        ctx.offset(),
+                        ctx.task_id()
+                    )));
+                }
+                last = Some(ctx.offset());
+                meeting.attend();
+                count_word(ctx)
+            }
+        });
+        let mut processed = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while processed < n && std::time::Instant::now() < deadline {
+            processed += instance.poll_tasks(Duration::from_millis(50), &mut pool)? as u64;
+        }
+        instance.close()?;
+        Ok(processed)
+    });
+    let processed = run.join().expect("instance thread").expect("instance ran");
+    assert_eq!(processed, n);
+    assert!(
+        meeting.met.load(Ordering::SeqCst),
+        "no two tasks were processed at the same time"
+    );
+    let mut made = made.lock().clone();
+    made.sort();
+    assert_eq!(
+        made,
+        (0..PARTITIONS)
+            .map(|p| TaskId::new(0, p))
+            .collect::<Vec<_>>(),
+        "one processor per task"
+    );
+    for p in 0..PARTITIONS {
+        let records = metric(&app, RECORDS_TOTAL, p, "").expect("records");
+        let commits = metric(&app, &format!("{COMMIT_SECONDS}_count"), p, "").expect("commits");
+        assert!(
+            commits >= records,
+            "task 0_{p} committed {commits} times for {records} records, each filling its buffer"
+        );
+    }
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+    assert_stores_equal_changelog(&bootstrap, &app, dir_a.path(), &[0, 1, 2, 3]);
+}

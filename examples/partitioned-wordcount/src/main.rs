@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog};
+use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, TaskId};
 use statestore_tasks::{
-    Application, KeyPartitioner, POSITION_KEY, ProcessorContext, StoreHandle, StoreSpec,
-    TaskEventKind, TaskKv, TasksConfig,
+    Application, KeyPartitioner, POSITION_KEY, ProcessorContext, ProcessorPool, StoreHandle,
+    StoreSpec, TaskEventKind, TaskKv, TasksConfig,
 };
 use store_api::{BatchOp, Error, Result};
 
@@ -131,6 +131,9 @@ enum Command {
         /// How the producer partitioned the words: murmur2 or crc32.
         #[arg(long, default_value = "murmur2", value_parser = parse_partitioner)]
         key_partitioner: KeyPartitioner,
+        /// Threads that process this instance's tasks (Kafka Streams' num.stream.threads).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -218,6 +221,7 @@ fn run(command: Command) -> Result<()> {
             serve: serve_at,
             advertise,
             key_partitioner,
+            threads,
         } => {
             if let Some((nth, ms)) = stall_in_record {
                 fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
@@ -252,6 +256,7 @@ fn run(command: Command) -> Result<()> {
                 num_standby_replicas,
                 restore_parallelism: restore_parallelism.unwrap_or(defaults.restore_parallelism),
                 key_partitioner,
+                stream_threads: threads,
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;
@@ -443,37 +448,27 @@ fn instance(
         serve::spawn(server, queries, Arc::clone(&stop));
     }
     let (mut processed, mut last_report) = (0u64, Instant::now());
-    let last_partition = std::cell::Cell::new(0u32);
-    let mut process = |ctx: &mut ProcessorContext<'_>| {
-        last_partition.set(ctx.partition());
-        count(ctx, &handles)
-    };
-    // Tasks assigned but without a processed record yet: the first one is reported with its
-    // time, which is when a failover ends.
-    let mut awaiting_first = std::collections::BTreeSet::new();
-    while !stop.load(Ordering::Relaxed) {
-        let polled = app.poll(Duration::from_millis(100), &mut process);
-        match polled {
-            Ok(true) => {
-                processed += 1;
-                if awaiting_first.remove(&last_partition.get()) {
-                    eprintln!(
-                        "first record of 0_{} at {} ms",
-                        last_partition.get(),
-                        unix_ms()
-                    );
-                }
+    // One processor per task: it reports the task's first record, which is when a failover
+    // or restart ends for the task.
+    let mut pool = ProcessorPool::new(|task: TaskId| {
+        let handles = handles.clone();
+        let mut first = true;
+        move |ctx: &mut ProcessorContext<'_>| {
+            if std::mem::take(&mut first) {
+                eprintln!("first record of {task} at {} ms", unix_ms());
             }
-            Ok(false) => {}
+            count(ctx, &handles)
+        }
+    });
+    while !stop.load(Ordering::Relaxed) {
+        match app.poll_tasks(Duration::from_millis(100), &mut pool) {
+            Ok(records) => processed += records as u64,
             Err(err) => {
                 let _ = app.close();
                 return Err(err);
             }
         }
         for event in app.take_events() {
-            if matches!(event.kind, TaskEventKind::Assigned { .. }) {
-                awaiting_first.insert(event.task.partition);
-            }
             report(&event);
         }
         if last_report.elapsed() >= Duration::from_secs(1) {

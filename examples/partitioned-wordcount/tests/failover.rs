@@ -67,6 +67,8 @@ struct Options {
     max_poll_interval_ms: Option<u64>,
     /// Sleep for `.1` ms in the processing of the `.0`th record.
     stall_in_record: Option<(u64, u64)>,
+    /// Processing threads (`--threads`).
+    threads: usize,
 }
 
 impl Default for Options {
@@ -80,6 +82,7 @@ impl Default for Options {
             kill_between_store_commits: None,
             max_poll_interval_ms: None,
             stall_in_record: None,
+            threads: 1,
         }
     }
 }
@@ -122,6 +125,7 @@ impl Instance {
                 &options.session_timeout_ms.to_string(),
             ])
             .args(["--num-standby-replicas", &options.standbys.to_string()])
+            .args(["--threads", &options.threads.to_string()])
             .arg("--stop-on-stdin-eof")
             .arg("--state-dir")
             .arg(state_dir);
@@ -405,32 +409,52 @@ fn full_buffers_commit_with_the_position_under_kill9_at_random_moments() {
     else {
         return;
     };
+    kill9_at_random_moments(&bootstrap, "fjall", 1);
+}
+
+/// As above with two processing threads in the instance (and redb stores): tasks processed at
+/// the same time on both, each committing at the record that fills its buffer.
+#[test]
+fn two_processing_threads_keep_counts_exact_under_kill9_at_random_moments() {
+    let Some(bootstrap) =
+        bootstrap("two_processing_threads_keep_counts_exact_under_kill9_at_random_moments")
+    else {
+        return;
+    };
+    kill9_at_random_moments(&bootstrap, "redb", 2);
+}
+
+/// Kills an instance of `threads` processing threads on `backend` stores with SIGKILL three
+/// times at random moments, then lets one finish: both stores are exact.
+fn kill9_at_random_moments(bootstrap: &str, backend: &'static str, threads: usize) {
     let (app, topic) = (unique("pwc-full"), unique("pwc-full-words"));
     let n = lines();
-    produce(&bootstrap, &topic, 0, 4 * n);
+    produce(bootstrap, &topic, 0, 4 * n);
     let dir = tempfile::tempdir().expect("dir");
     let options = Options {
-        backend: "fjall",
+        backend,
         commit_interval_ms: 60_000,
         session_timeout_ms: 6_000,
         commit_bytes: Some(256),
+        threads,
         ..Options::default()
     };
     for _ in 0..3 {
-        let mut a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &options);
+        let mut a = Instance::start_with(bootstrap, &topic, &app, dir.path(), &options);
         a.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
         std::thread::sleep(random_ms(1_500));
         a.kill();
     }
     let last = Options {
-        backend: "fjall",
+        backend,
         session_timeout_ms: 6_000,
+        threads,
         ..Options::default()
     };
-    let a = Instance::start_with(&bootstrap, &topic, &app, dir.path(), &last);
-    wait_complete(&bootstrap, &topic, &app, Duration::from_secs(240));
+    let a = Instance::start_with(bootstrap, &topic, &app, dir.path(), &last);
+    wait_complete(bootstrap, &topic, &app, Duration::from_secs(240));
     a.stop();
-    assert_exact(&bootstrap, &app, 4 * n);
+    assert_exact(bootstrap, &app, 4 * n);
 }
 
 /// An instance killed in a task's commit after its first store committed and before its

@@ -1,0 +1,327 @@
+//! Processing in batches with one processor per task, the tasks spread over the instance's
+//! stream threads ([`TasksConfig::stream_threads`](crate::TasksConfig::stream_threads)).
+//!
+//! A batch is at most `max_poll_records` records taken from the consumer without waiting once
+//! the first arrived, and never across a rebalance. Its records are grouped by task, in
+//! order; each task's share goes to one thread, which runs the task's own processor on it,
+//! so a task's records are processed in order and by one thread at a time, while different
+//! tasks run at once. Commits, rebalances and the group's upkeep happen between batches, on
+//! the polling thread, when no task is being processed: a commit sees every task at a record
+//! boundary, with every output of what it commits handed to the producer first.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
+use rdkafka::message::BorrowedMessage;
+use statestore_changelog::TaskId;
+use store_api::{Error, Result};
+
+use super::{Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks};
+use crate::context::{Processor, locate, process_record, punctuate_task_wall_clock};
+use crate::group::{GroupContext, Shared};
+use crate::outputs::Output;
+use crate::punctuation::wall_clock_ms;
+use crate::task::Task;
+
+/// One processor per task, made by a supplier when the task starts here (Kafka Streams'
+/// `ProcessorSupplier`) and dropped when the task is closed, revoked or lost. A task that
+/// comes back, even to this instance, gets a new processor, whose
+/// [`init`](Processor::init) runs before its first record.
+pub struct ProcessorPool<'s, P> {
+    supplier: Box<dyn Fn(TaskId) -> P + Sync + 's>,
+    /// Each task's processor, with the generation of the task it was made for.
+    processors: BTreeMap<u32, (u64, P)>,
+}
+
+impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
+    /// A pool whose processors `supplier` makes, one for each task.
+    pub fn new(supplier: impl Fn(TaskId) -> P + Sync + 's) -> Self {
+        ProcessorPool {
+            supplier: Box::new(supplier),
+            processors: BTreeMap::new(),
+        }
+    }
+
+    /// The tasks that have a processor now.
+    pub fn tasks(&self) -> Vec<TaskId> {
+        self.processors
+            .keys()
+            .map(|&partition| TaskId::new(0, partition))
+            .collect()
+    }
+
+    /// Drops the processors of tasks no longer open here (or opened again since), and makes
+    /// one for each task of `needed` that has none.
+    fn follow(&mut self, tasks: &BTreeMap<u32, Task>, needed: impl Iterator<Item = u32>) {
+        self.processors.retain(|partition, (generation, _)| {
+            tasks
+                .get(partition)
+                .is_some_and(|task| task.generation == *generation)
+        });
+        for partition in needed {
+            if let Some(task) = tasks.get(&partition) {
+                self.processors
+                    .entry(partition)
+                    .or_insert_with(|| (task.generation, (self.supplier)(task.id)));
+            }
+        }
+    }
+}
+
+/// One task's share of a batch: its records (with their input topic index and offset), and
+/// whether its wall-clock punctuators are looked at.
+struct Work<'a, 'm, P> {
+    task: &'a mut Task,
+    processor: &'a mut P,
+    records: Option<&'a mut VecDeque<(usize, u64, &'m BorrowedMessage<'m>)>>,
+    wall_clock: Option<i64>,
+}
+
+impl<P> Work<'_, '_, P> {
+    fn len(&self) -> usize {
+        self.records.as_ref().map_or(0, |records| records.len())
+    }
+}
+
+/// What one thread did with its share of a batch.
+#[derive(Default)]
+struct Done {
+    processed: usize,
+    outputs: Vec<Output>,
+    error: Option<Error>,
+}
+
+/// A batch's records not processed yet, by task partition, in order.
+type Pending<'a> = BTreeMap<u32, VecDeque<(usize, u64, &'a BorrowedMessage<'a>)>>;
+
+impl Application {
+    /// Serves rebalances and processes one batch of up to `max_poll_records` records, waiting
+    /// up to `timeout` for the first, each with the processor `pool` keeps for its task, on
+    /// up to `stream_threads` threads; starts the tasks restored meanwhile, calls the
+    /// punctuators that came due, and commits when the commit interval has passed. A task
+    /// whose store's buffer fills stops at that record: every task commits, then the batch
+    /// goes on. Returns the number of records processed.
+    ///
+    /// # Errors
+    /// As [`poll`](Application::poll); when processors fail on several threads, one of their
+    /// errors. The other tasks' work in the batch is kept.
+    pub fn poll_tasks<P: Processor + Send>(
+        &mut self,
+        timeout: Duration,
+        pool: &mut ProcessorPool<'_, P>,
+    ) -> Result<usize> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        let batch = poll_batch(&self.consumer, &self.shared, timeout);
+        if let Some(err) = self.shared.error.lock().take() {
+            return Err(err);
+        }
+        self.shared.finish_restores(&self.consumer)?;
+        let mut pending: Pending<'_> = BTreeMap::new();
+        for message in &batch {
+            if let Some((partition, topic, offset)) = locate(&self.shared, message) {
+                pending
+                    .entry(partition)
+                    .or_default()
+                    .push_back((topic, offset, message));
+            }
+        }
+        let mut wall_clock =
+            (self.last_wall_clock.elapsed() >= WALL_CLOCK_CHECK_INTERVAL).then(wall_clock_ms);
+        if wall_clock.is_some() {
+            self.last_wall_clock = Instant::now();
+        }
+        let mut processed = 0;
+        loop {
+            let done = process_round(&self.shared, &mut pending, pool, wall_clock.take());
+            let mut first_error = None;
+            {
+                let mut outputs = self.shared.outputs.lock();
+                for done in done {
+                    processed += done.processed;
+                    outputs.pending().extend(done.outputs);
+                    first_error = first_error.or(done.error);
+                }
+            }
+            self.shared.send_outputs()?;
+            if let Some(err) = first_error {
+                return Err(err);
+            }
+            if pending.is_empty() {
+                break;
+            }
+            // A task stopped at a full buffer, with records of the batch left.
+            commit_tasks(&self.consumer, &self.shared)?;
+            self.last_commit = Instant::now();
+        }
+        drop(batch);
+        let full = self
+            .shared
+            .tasks
+            .lock()
+            .values()
+            .any(|task| !task.poisoned && task.needs_commit());
+        self.maintain(full)?;
+        Ok(processed)
+    }
+}
+
+/// Polls up to `max_poll_records` records: the first waits up to `timeout`, the others only
+/// take what the consumer has fetched already. Stops after a rebalance, whose callbacks ran
+/// inside the consumer's poll.
+fn poll_batch<'c>(
+    consumer: &'c BaseConsumer<GroupContext>,
+    shared: &Shared,
+    timeout: Duration,
+) -> Vec<BorrowedMessage<'c>> {
+    let rebalances = shared.rebalances.load(Ordering::Relaxed);
+    let max = shared.config.max_poll_records;
+    let mut batch = Vec::new();
+    let mut wait = timeout;
+    while batch.len() < max {
+        match consumer.poll(wait) {
+            None => break,
+            Some(Ok(message)) => batch.push(message),
+            Some(Err(KafkaError::PartitionEOF(_))) => {}
+            Some(Err(err)) => {
+                // librdkafka reports transient errors (a broker reconnecting) and retries.
+                tracing::debug!(%err, "consumer error");
+                break;
+            }
+        }
+        wait = Duration::ZERO;
+        if shared.rebalances.load(Ordering::Relaxed) != rebalances {
+            break;
+        }
+    }
+    batch
+}
+
+/// Processes the records of `pending`, each task's up to the first that fills a store's
+/// buffer (the rest stays in `pending`), and, when `wall_clock` is set, every task's
+/// wall-clock punctuators due then; each task on one of up to `stream_threads` threads.
+/// Records of tasks not open here (revoked meanwhile) are dropped.
+fn process_round<P: Processor + Send>(
+    shared: &Shared,
+    pending: &mut Pending<'_>,
+    pool: &mut ProcessorPool<'_, P>,
+    wall_clock: Option<i64>,
+) -> Vec<Done> {
+    let mut tasks = shared.tasks.lock();
+    pending.retain(|partition, _| tasks.get(partition).is_some_and(|task| !task.poisoned));
+    if wall_clock.is_some() {
+        // Idle tasks start too, so that their wall-clock punctuators run without records.
+        let all: Vec<u32> = tasks.keys().copied().collect();
+        pool.follow(&tasks, all.into_iter());
+    } else {
+        pool.follow(&tasks, pending.keys().copied());
+    }
+    let mut work = Vec::new();
+    // The three maps are sorted by partition; the pool's keys and the pending ones are among
+    // the tasks'.
+    let mut processors = pool.processors.iter_mut().peekable();
+    let mut records_of = pending.iter_mut().peekable();
+    for (partition, task) in tasks.iter_mut() {
+        let records = records_of
+            .next_if(|(p, _)| *p == partition)
+            .map(|(_, records)| records);
+        let Some((_, (_, processor))) = processors.next_if(|(p, _)| *p == partition) else {
+            continue;
+        };
+        if records.is_none() && wall_clock.is_none() {
+            continue;
+        }
+        work.push(Work {
+            task,
+            processor,
+            records,
+            wall_clock,
+        });
+    }
+    let done = run_spread(work, shared.config.stream_threads);
+    pending.retain(|_, records| !records.is_empty());
+    done
+}
+
+/// Spreads `work` over up to `threads` threads, the largest shares first, each to the
+/// thread with the fewest records so far; the first thread is the caller's.
+fn run_spread<P: Processor + Send>(mut work: Vec<Work<'_, '_, P>>, threads: usize) -> Vec<Done> {
+    let threads = threads.clamp(1, work.len().max(1));
+    if threads == 1 {
+        return vec![run_work(work)];
+    }
+    work.sort_by_key(|work| std::cmp::Reverse(work.len()));
+    let mut shares: Vec<(usize, Vec<Work<'_, '_, P>>)> =
+        (0..threads).map(|_| (0, Vec::new())).collect();
+    for item in work {
+        if let Some(lightest) = shares.iter_mut().min_by_key(|(records, _)| *records) {
+            lightest.0 += item.len().max(1);
+            lightest.1.push(item);
+        }
+    }
+    std::thread::scope(|scope| {
+        let mut shares = shares.into_iter().map(|(_, share)| share);
+        let first = shares.next().unwrap_or_default();
+        let others: Vec<_> = shares
+            .filter(|share| !share.is_empty())
+            .map(|share| scope.spawn(move || run_work(share)))
+            .collect();
+        let mut done = vec![run_work(first)];
+        for handle in others {
+            match handle.join() {
+                Ok(result) => done.push(result),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        done
+    })
+}
+
+/// Processes each task's records in order with its processor, up to the first record after
+/// which a store of the task needs a commit, then (when due) its wall-clock punctuators;
+/// stops at the first error.
+fn run_work<P: Processor>(work: Vec<Work<'_, '_, P>>) -> Done {
+    let mut done = Done::default();
+    for Work {
+        task,
+        processor,
+        records,
+        wall_clock,
+    } in work
+    {
+        let partition = task.id.partition;
+        if let Some(records) = records {
+            while let Some((topic, offset, message)) = records.pop_front() {
+                match process_record(
+                    task,
+                    (partition, topic, offset),
+                    message,
+                    &mut done.outputs,
+                    processor,
+                ) {
+                    Ok((processed, full)) => {
+                        done.processed += usize::from(processed);
+                        if full {
+                            break;
+                        }
+                    }
+                    Err(err) => {
+                        done.error = Some(err);
+                        return done;
+                    }
+                }
+            }
+        }
+        if let Some(now) = wall_clock
+            && let Err(err) = punctuate_task_wall_clock(task, &mut done.outputs, processor, now)
+        {
+            done.error = Some(err);
+            return done;
+        }
+    }
+    done
+}
