@@ -4,6 +4,7 @@ mod batch;
 mod standbys;
 mod tansu;
 
+pub(crate) use batch::PartitionQueues;
 pub use batch::ProcessorPool;
 
 use std::collections::BTreeMap;
@@ -48,7 +49,9 @@ const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
 /// One instance of a partitioned application: a member of the consumer group
 /// `application_id`, owning the tasks of the partitions assigned to it.
 pub struct Application {
-    consumer: BaseConsumer<GroupContext>,
+    consumer: Arc<BaseConsumer<GroupContext>>,
+    /// The input partitions' own queues, with several processing threads.
+    queues: batch::PartitionQueues,
     shared: Arc<Shared>,
     last_commit: Instant,
     last_cleanup: Instant,
@@ -136,7 +139,8 @@ impl Application {
             "started"
         );
         Ok(Application {
-            consumer,
+            consumer: Arc::new(consumer),
+            queues: batch::PartitionQueues::default(),
             shared,
             last_commit: Instant::now(),
             last_cleanup: Instant::now(),
@@ -211,7 +215,7 @@ impl Application {
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
-        self.shared.finish_restores(&self.consumer)?;
+        self.shared.finish_restores(&self.consumer, None)?;
         let (processed, full) = match polled {
             None => (false, false),
             Some(Err(KafkaError::PartitionEOF(_))) => (false, false),

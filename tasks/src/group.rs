@@ -18,6 +18,7 @@ use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, ErrorKind, Result};
 
+use crate::app::PartitionQueues;
 use crate::config::TasksConfig;
 use crate::outputs::Outputs;
 use crate::queries::QueryState;
@@ -240,11 +241,16 @@ impl Shared {
     }
 
     /// Takes in every task whose restore finished: seeks its partitions to its position and
-    /// resumes them. A task revoked meanwhile is closed instead.
+    /// resumes them, first moving their records to queues of their own when `queues` is
+    /// given. A task revoked meanwhile is closed instead.
     ///
     /// # Errors
     /// The first failed restore, or a seek or resume librdkafka refuses.
-    pub(crate) fn finish_restores(&self, consumer: &BaseConsumer<GroupContext>) -> Result<()> {
+    pub(crate) fn finish_restores(
+        &self,
+        consumer: &Arc<BaseConsumer<GroupContext>>,
+        mut queues: Option<&mut PartitionQueues>,
+    ) -> Result<()> {
         loop {
             let Some((restoring, (partition, task))) = self.restorer.lock().next_done() else {
                 return Ok(());
@@ -262,6 +268,11 @@ impl Shared {
             // A task still assigned here that another owner fenced while it restored: two
             // owners at once, which stops this instance rather than leave the task paused.
             let mut task = task?;
+            if let Some(queues) = queues.as_deref_mut() {
+                // Before the seek and the resume: every record fetched from the position on
+                // reaches the task's own queues, none the consumer's.
+                queues.split(consumer, &self.inputs, &task);
+            }
             let mut resumed = TopicPartitionList::new();
             let mut lost = false;
             for (topic, input) in self.inputs.iter().enumerate() {

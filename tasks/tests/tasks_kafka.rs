@@ -52,10 +52,15 @@ impl Instance {
         let (stop2, processed2, tasks2) = (stop.clone(), processed.clone(), tasks.clone());
         let standbys2 = standbys.clone();
         let handle = thread::spawn(move || {
+            let threaded = config.stream_threads > 1;
             let mut app = Application::new(config)?;
+            let mut pool = statestore_tasks::ProcessorPool::new(|_| count_word);
             let mut events = Vec::new();
             while !stop2.load(Ordering::Relaxed) {
-                if app.poll(Duration::from_millis(50), &mut count_word)? {
+                if threaded {
+                    let records = app.poll_tasks(Duration::from_millis(50), &mut pool)?;
+                    processed2.fetch_add(records as u64, Ordering::Relaxed);
+                } else if app.poll(Duration::from_millis(50), &mut count_word)? {
                     processed2.fetch_add(1, Ordering::Relaxed);
                 }
                 *tasks2.lock() = app.active_tasks();
@@ -218,7 +223,19 @@ fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
     else {
         return;
     };
-    join_and_leave(&bootstrap, AssignmentStrategy::Range);
+    join_and_leave(&bootstrap, AssignmentStrategy::Range, 1);
+}
+
+/// As above with two processing threads per instance, each task's records in a queue of its
+/// own, under incremental (cooperative) rebalances that keep the tasks that do not move.
+#[test]
+fn two_threaded_instances_join_and_leave_cooperatively_with_exact_counts() {
+    let Some(bootstrap) =
+        bootstrap("two_threaded_instances_join_and_leave_cooperatively_with_exact_counts")
+    else {
+        return;
+    };
+    join_and_leave(&bootstrap, AssignmentStrategy::CooperativeSticky, 2);
 }
 
 #[test]
@@ -227,7 +244,7 @@ fn cooperative_sticky_assignment_moves_only_the_moving_tasks() {
     else {
         return;
     };
-    let (a_events, _) = join_and_leave(&bootstrap, AssignmentStrategy::CooperativeSticky);
+    let (a_events, _) = join_and_leave(&bootstrap, AssignmentStrategy::CooperativeSticky, 1);
     // A kept two tasks open through B's join and leave: only the two that moved were revoked.
     let revoked = a_events
         .iter()
@@ -241,6 +258,7 @@ fn cooperative_sticky_assignment_moves_only_the_moving_tasks() {
 fn join_and_leave(
     bootstrap: &str,
     strategy: AssignmentStrategy,
+    stream_threads: usize,
 ) -> (Vec<TaskEvent>, Vec<TaskEvent>) {
     let bootstrap = bootstrap.to_owned();
     let Setup {
@@ -254,6 +272,7 @@ fn join_and_leave(
     let topic = format!("{app}-counts-changelog");
     let config = |dir: &Path| TasksConfig {
         assignment_strategy: strategy,
+        stream_threads,
         ..config(&bootstrap, &app, &input, dir)
     };
 

@@ -134,6 +134,10 @@ enum Command {
         /// Threads that process this instance's tasks (Kafka Streams' num.stream.threads).
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// Busy CPU work added to each record, in microseconds: a heavier processor, for
+        /// measuring how processing threads scale when processing, not the broker, limits.
+        #[arg(long, default_value_t = 0)]
+        work_us: u64,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -222,6 +226,7 @@ fn run(command: Command) -> Result<()> {
             advertise,
             key_partitioner,
             threads,
+            work_us,
         } => {
             if let Some((nth, ms)) = stall_in_record {
                 fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
@@ -264,7 +269,13 @@ fn run(command: Command) -> Result<()> {
                 application_server: advertise.or_else(|| Some(server.as_ref()?.1.clone())),
                 ..config
             };
-            instance(config, stop_on_stdin_eof, server.map(|(server, _)| server))
+            let work = Duration::from_micros(work_us);
+            instance(
+                config,
+                stop_on_stdin_eof,
+                server.map(|(server, _)| server),
+                work,
+            )
         }
         Command::Counts {
             bootstrap,
@@ -425,6 +436,7 @@ fn instance(
     config: TasksConfig,
     stop_on_stdin_eof: bool,
     server: Option<tiny_http::Server>,
+    work: Duration,
 ) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     if stop_on_stdin_eof {
@@ -456,6 +468,12 @@ fn instance(
         move |ctx: &mut ProcessorContext<'_>| {
             if std::mem::take(&mut first) {
                 eprintln!("first record of {task} at {} ms", unix_ms());
+            }
+            if !work.is_zero() {
+                let started = Instant::now();
+                while started.elapsed() < work {
+                    std::hint::spin_loop();
+                }
             }
             count(ctx, &handles)
         }

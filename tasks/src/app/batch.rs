@@ -1,22 +1,27 @@
 //! Processing in batches with one processor per task, the tasks spread over the instance's
 //! stream threads ([`TasksConfig::stream_threads`](crate::TasksConfig::stream_threads)).
 //!
-//! A batch is at most `max_poll_records` records taken from the consumer without waiting once
-//! the first arrived, and never across a rebalance. Its records are grouped by task, in
-//! order; each task's share goes to one thread, which runs the task's own processor on it,
-//! so a task's records are processed in order and by one thread at a time, while different
-//! tasks run at once. Commits, rebalances and the group's upkeep happen between batches, on
-//! the polling thread, when no task is being processed: a commit sees every task at a record
-//! boundary, with every output of what it commits handed to the producer first.
+//! A batch is taken from the consumer without waiting once a first record arrived, and never
+//! across a rebalance. librdkafka hands a partition's fetched records over in long runs (up
+//! to a whole fetch of the partition), so with several threads each task's records come from
+//! a queue of their own ([`PartitionQueues`], split off before the task's partitions resume)
+//! and a batch takes up to `max_poll_records` from each task, up to `max_poll_records` times
+//! the threads in all: every thread finds tasks with records. A task's records are processed
+//! in order, by one thread at a time, with the task's own processor, while different tasks
+//! run at once. Commits, rebalances and the group's upkeep happen between the rounds of a
+//! batch, on the polling thread, when no task is being processed: a commit sees every task
+//! at a record boundary, with every output of what it commits handed to the producer first.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::KafkaError;
+use rdkafka::consumer::base_consumer::PartitionQueue;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::BorrowedMessage;
 use statestore_changelog::TaskId;
+use std::sync::Arc;
 use store_api::{Error, Result};
 
 use super::{Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks};
@@ -71,6 +76,41 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
     }
 }
 
+/// The queues of the input partitions of the tasks open here, each task's with the
+/// generation of the task they were split off for.
+#[derive(Default)]
+pub(crate) struct PartitionQueues {
+    queues: BTreeMap<u32, (u64, Vec<PartitionQueue<GroupContext>>)>,
+}
+
+impl PartitionQueues {
+    /// Moves the records of `task`'s input partitions to queues of their own. A partition
+    /// librdkafka does not know keeps going to the consumer's queue.
+    pub(crate) fn split(
+        &mut self,
+        consumer: &Arc<BaseConsumer<GroupContext>>,
+        inputs: &[String],
+        task: &Task,
+    ) {
+        let partition = crate::group::partition_id(task.id.partition);
+        let queues = inputs
+            .iter()
+            .filter_map(|input| consumer.split_partition_queue(input, partition))
+            .collect();
+        self.queues
+            .insert(task.id.partition, (task.generation, queues));
+    }
+
+    /// Drops the queues of tasks no longer open here.
+    fn follow(&mut self, tasks: &BTreeMap<u32, Task>) {
+        self.queues.retain(|partition, (generation, _)| {
+            tasks
+                .get(partition)
+                .is_some_and(|task| task.generation == *generation)
+        });
+    }
+}
+
 /// One task's share of a batch: its records (with their input topic index and offset), and
 /// whether its wall-clock punctuators are looked at.
 struct Work<'a, 'm, P> {
@@ -116,11 +156,14 @@ impl Application {
         if self.closed {
             return Err(Error::Closed);
         }
-        let batch = poll_batch(&self.consumer, &self.shared, timeout);
+        let split = self.shared.config.stream_threads > 1;
+        self.shared
+            .finish_restores(&self.consumer, split.then_some(&mut self.queues))?;
+        self.queues.follow(&self.shared.tasks.lock());
+        let batch = poll_batch(&self.consumer, &self.queues, &self.shared, timeout);
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
-        self.shared.finish_restores(&self.consumer)?;
         let mut pending: Pending<'_> = BTreeMap::new();
         for message in &batch {
             if let Some((partition, topic, offset)) = locate(&self.shared, message) {
@@ -170,35 +213,71 @@ impl Application {
     }
 }
 
-/// Polls up to `max_poll_records` records: the first waits up to `timeout`, the others only
-/// take what the consumer has fetched already. Stops after a rebalance, whose callbacks ran
-/// inside the consumer's poll.
+/// How long one wait on the consumer's queue lasts while the tasks' own queues are empty:
+/// their records do not wake that wait.
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+
+/// Polls a batch: up to `max_poll_records` records from each task's own queue, then from
+/// the consumer's queue (which also serves rebalances), up to `max_poll_records` times the
+/// stream threads in all; waits up to `timeout` for a first record, then only takes what is
+/// fetched already. Stops after a rebalance, whose callbacks ran inside the consumer's poll.
 fn poll_batch<'c>(
     consumer: &'c BaseConsumer<GroupContext>,
+    queues: &'c PartitionQueues,
     shared: &Shared,
     timeout: Duration,
 ) -> Vec<BorrowedMessage<'c>> {
     let rebalances = shared.rebalances.load(Ordering::Relaxed);
-    let max = shared.config.max_poll_records;
+    let rebalanced = || shared.rebalances.load(Ordering::Relaxed) != rebalances;
+    let each = shared.config.max_poll_records;
+    let max = each.saturating_mul(shared.config.stream_threads);
+    let deadline = Instant::now() + timeout;
     let mut batch = Vec::new();
-    let mut wait = timeout;
-    while batch.len() < max {
-        match consumer.poll(wait) {
-            None => break,
-            Some(Ok(message)) => batch.push(message),
-            Some(Err(KafkaError::PartitionEOF(_))) => {}
-            Some(Err(err)) => {
-                // librdkafka reports transient errors (a broker reconnecting) and retries.
-                tracing::debug!(%err, "consumer error");
-                break;
+    loop {
+        for queue in queues.queues.values().flat_map(|(_, queues)| queues) {
+            let taken = batch.len();
+            while batch.len() - taken < each && batch.len() < max {
+                if !take(queue.poll(Duration::ZERO), &mut batch) {
+                    break;
+                }
             }
         }
-        wait = Duration::ZERO;
-        if shared.rebalances.load(Ordering::Relaxed) != rebalances {
-            break;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let mut wait = match (batch.is_empty(), queues.queues.is_empty()) {
+            (false, _) => Duration::ZERO,
+            (true, true) => remaining,
+            (true, false) => remaining.min(IDLE_WAIT),
+        };
+        while batch.len() < max && !rebalanced() {
+            if !take(consumer.poll(wait), &mut batch) {
+                break;
+            }
+            wait = Duration::ZERO;
+        }
+        if !batch.is_empty() || rebalanced() || Instant::now() >= deadline {
+            return batch;
         }
     }
-    batch
+}
+
+/// Adds what a poll returned to `batch`; false when it returned nothing (or an error).
+fn take<'c>(
+    polled: Option<KafkaResult<BorrowedMessage<'c>>>,
+    batch: &mut Vec<BorrowedMessage<'c>>,
+) -> bool {
+    match polled {
+        None => false,
+        Some(Ok(message)) => {
+            batch.push(message);
+            true
+        }
+        Some(Err(KafkaError::PartitionEOF(_))) => true,
+        Some(Err(err)) => {
+            // librdkafka reports transient errors (a broker reconnecting) and retries.
+            tracing::debug!(%err, "consumer error");
+            false
+        }
+    }
 }
 
 /// Processes the records of `pending`, each task's up to the first that fills a store's
@@ -248,20 +327,26 @@ fn process_round<P: Processor + Send>(
 }
 
 /// Spreads `work` over up to `threads` threads, the largest shares first, each to the
-/// thread with the fewest records so far; the first thread is the caller's.
-fn run_spread<P: Processor + Send>(mut work: Vec<Work<'_, '_, P>>, threads: usize) -> Vec<Done> {
-    let threads = threads.clamp(1, work.len().max(1));
+/// thread with the fewest records so far; the first thread is the caller's, which also takes
+/// the tasks without records (their wall-clock punctuators).
+fn run_spread<P: Processor + Send>(work: Vec<Work<'_, '_, P>>, threads: usize) -> Vec<Done> {
+    let (mut busy, idle): (Vec<_>, Vec<_>) = work.into_iter().partition(|work| work.len() > 0);
+    let threads = threads.clamp(1, busy.len().max(1));
     if threads == 1 {
-        return vec![run_work(work)];
+        busy.extend(idle);
+        return vec![run_work(busy)];
     }
-    work.sort_by_key(|work| std::cmp::Reverse(work.len()));
+    busy.sort_by_key(|work| std::cmp::Reverse(work.len()));
     let mut shares: Vec<(usize, Vec<Work<'_, '_, P>>)> =
         (0..threads).map(|_| (0, Vec::new())).collect();
-    for item in work {
+    for item in busy {
         if let Some(lightest) = shares.iter_mut().min_by_key(|(records, _)| *records) {
-            lightest.0 += item.len().max(1);
+            lightest.0 += item.len();
             lightest.1.push(item);
         }
+    }
+    if let Some((_, first)) = shares.first_mut() {
+        first.extend(idle);
     }
     std::thread::scope(|scope| {
         let mut shares = shares.into_iter().map(|(_, share)| share);
