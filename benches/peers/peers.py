@@ -165,6 +165,11 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=20000, help="input lines (~10 words each)")
     parser.add_argument("--broker-pid", type=int)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--threads-work-us", type=float, default=0,
+                        help="also run statestore alone with 1 and 2 processing threads, each "
+                             "record given this much busy CPU work (microseconds)")
+    parser.add_argument("--threads-only", action="store_true",
+                        help="only the threads run (needs --threads-work-us)")
     args = parser.parse_args()
 
     out = Path(args.out)
@@ -197,6 +202,13 @@ def main() -> None:
                          "--group", qx_group, "--state-dir", str(state_dir)],
                         "first record at", args.broker_pid, True)
 
+    if args.threads_work_us > 0:
+        scaling = threads_scaling(args, kafka, topic, records, run)
+        (out / "threads.json").write_text(json.dumps(scaling, indent=2))
+        print(render_threads(scaling))
+        (out / "threads.md").write_text(render_threads(scaling))
+        if args.threads_only:
+            return
     extra = max(args.lines // 100, 100)
     results = {"records": records, "lines": args.lines, "date": time.strftime("%Y-%m-%d %H:%M"),
                "load_average_at_start": os.getloadavg()[0]}
@@ -226,6 +238,49 @@ ROWS = [
     ("changelog_records", "changelog records restored", "{:,}"),
     ("restore_records_per_s", "restore rate (records/s)", "{:,.0f}"),
 ]
+
+
+def threads_scaling(args, kafka, topic, records, run) -> dict:
+    """statestore alone over the whole input topic with 1 and then 2 processing threads, each
+    record given `--threads-work-us` of busy CPU work, a fresh application each time:
+    records/s from the first record to the group offsets at the end, and CPU per record."""
+    result = {"records": records, "work_us": args.threads_work_us,
+              "date": time.strftime("%Y-%m-%d %H:%M"), "load_average_at_start": os.getloadavg()[0],
+              "cpus": os.cpu_count()}
+    for threads in (1, 2):
+        app = f"peers-threads{threads}-{run}"
+        state = Path(args.out) / "state" / app
+        instance = Instance([args.wordcount, "run", "--bootstrap", args.bootstrap, "--topic", topic,
+                             "--application-id", app, "--state-dir", str(state),
+                             "--stop-on-stdin-eof", "--threads", str(threads),
+                             "--work-us", str(int(args.threads_work_us))],
+                            "first record of", args.broker_pid, False)
+        first = instance.wait_first(120)
+        while kafka.lag(app, topic) > 0:
+            if instance.process.poll() is not None:
+                raise SystemExit("statestore exited:\n" + "\n".join(instance.log[-20:]))
+            time.sleep(0.05)
+        done = instance.sample()
+        instance.stop()
+        shutil.rmtree(state, ignore_errors=True)
+        seconds = (done["ms"] - first["ms"]) / 1000
+        result[f"threads_{threads}"] = {
+            "records_per_s": records / seconds,
+            "instance_cpu_us_per_record": (done["cpu"] - first["cpu"]) * 1e6 / records}
+        print(f"{threads} thread(s): {records / seconds:,.0f} records/s", file=sys.stderr)
+    return result
+
+
+def render_threads(result: dict) -> str:
+    one, two = result["threads_1"], result["threads_2"]
+    return (f"{result['records']:,} records, {result['work_us']:g} µs of work per record, "
+            f"{result['cpus']} CPUs, {result['date']}, load average "
+            f"{result['load_average_at_start']:.2f} at the start\n\n"
+            "| processing threads | 1 | 2 | ratio |\n|---|---|---|---|\n"
+            f"| records/s | {one['records_per_s']:,.0f} | {two['records_per_s']:,.0f} | "
+            f"{two['records_per_s'] / one['records_per_s']:.2f}x |\n"
+            f"| instance CPU per record (µs) | {one['instance_cpu_us_per_record']:.2f} | "
+            f"{two['instance_cpu_us_per_record']:.2f} | |\n")
 
 
 def render(results: dict) -> str:
