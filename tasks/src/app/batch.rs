@@ -81,6 +81,9 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
 #[derive(Default)]
 pub(crate) struct PartitionQueues {
     queues: BTreeMap<u32, (u64, Vec<PartitionQueue<GroupContext>>)>,
+    /// Where the next batch starts among the tasks, one further each batch, so that no task
+    /// waits behind others that always have records.
+    start: std::cell::Cell<usize>,
 }
 
 impl PartitionQueues {
@@ -234,7 +237,13 @@ fn poll_batch<'c>(
     let deadline = Instant::now() + timeout;
     let mut batch = Vec::new();
     loop {
-        for queue in queues.queues.values().flat_map(|(_, queues)| queues) {
+        let start = queues.start.get() % queues.queues.len().max(1);
+        queues.start.set(start + 1);
+        let tasks = queues.queues.values().cycle().skip(start);
+        for queue in tasks
+            .take(queues.queues.len())
+            .flat_map(|(_, queues)| queues)
+        {
             let taken = batch.len();
             while batch.len() - taken < each && batch.len() < max {
                 if !take(queue.poll(Duration::ZERO), &mut batch) {
