@@ -1,6 +1,7 @@
 //! [`LoggedStore`]: any store made durable by any changelog.
 
 mod buffer;
+mod key;
 mod kv;
 mod merge;
 
