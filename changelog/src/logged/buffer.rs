@@ -7,10 +7,8 @@ use std::sync::Arc;
 
 use store_api::BatchOp;
 
-use super::key::BufferKey;
-
 /// Buffered writes: key to its latest value, `None` for a delete.
-pub(super) type Entries = BTreeMap<BufferKey, Option<Vec<u8>>>;
+pub(super) type Entries = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// The writes of a commit in flight: the latest write of each key, in ascending key order.
 /// They are moved out of [`Entries`], never copied, and stay readable (by binary search)
@@ -47,7 +45,7 @@ impl WriteBuffer {
     pub(super) fn insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
         let key_len = key.len();
         self.active_bytes += entry_bytes(key_len, value.as_deref());
-        if let Some(old) = self.active.insert(BufferKey(key), value) {
+        if let Some(old) = self.active.insert(key, value) {
             self.active_bytes -= entry_bytes(key_len, old.as_deref());
         }
     }
@@ -58,7 +56,7 @@ impl WriteBuffer {
     /// hot key allocates only the probe key.
     pub(super) fn insert_copy(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.active_bytes += entry_bytes(key.len(), value);
-        match self.active.entry(BufferKey(key.to_vec())) {
+        match self.active.entry(key.to_vec()) {
             Entry::Vacant(vacant) => {
                 vacant.insert(value.map(<[u8]>::to_vec));
             }
@@ -98,7 +96,7 @@ impl WriteBuffer {
         }
         let frozen: Frozen = std::mem::take(&mut self.active)
             .into_iter()
-            .map(|(BufferKey(key), value)| match value {
+            .map(|(key, value)| match value {
                 Some(value) => BatchOp::Put { key, value },
                 None => BatchOp::Delete { key },
             })
@@ -125,7 +123,7 @@ impl WriteBuffer {
                 BatchOp::Put { key, value } => (key, Some(value)),
                 BatchOp::Delete { key } => (key, None),
             };
-            if !self.active.contains_key(&key[..]) {
+            if !self.active.contains_key(&key) {
                 self.insert(key, value);
             }
         }
@@ -140,7 +138,7 @@ impl WriteBuffer {
         to: Bound<&[u8]>,
         reverse: bool,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
+        let mut merged: Entries = self
             .committing
             .as_deref()
             .map(|frozen| {
@@ -154,7 +152,7 @@ impl WriteBuffer {
             })
             .unwrap_or_default();
         let active = self.active.range::<[u8], _>((from, to));
-        merged.extend(active.map(|(key, value)| (key.0.clone(), value.clone())));
+        merged.extend(active.map(|(key, value)| (key.clone(), value.clone())));
         let mut entries: Vec<_> = merged.into_iter().collect();
         if reverse {
             entries.reverse();

@@ -1,7 +1,6 @@
 //! [`LoggedStore`]: any store made durable by any changelog.
 
 mod buffer;
-mod key;
 mod kv;
 mod merge;
 
