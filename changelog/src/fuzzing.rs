@@ -46,9 +46,8 @@ pub fn record_decode(data: &[u8]) {
         return;
     };
     let op = view.to_op();
-    let mut encoded = format::encode_header(view.offset, &op, view.kind).to_vec();
-    encoded.extend_from_slice(op.key());
-    encoded.extend_from_slice(op.value().unwrap_or_default());
+    let mut encoded = Vec::new();
+    format::encode_record(view.offset, &op, view.kind, &mut encoded);
     assert_eq!(
         encoded, raw,
         "a decoded record does not encode back to its bytes"

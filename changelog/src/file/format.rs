@@ -64,14 +64,10 @@ pub(crate) fn record_len(op: &BatchOp) -> usize {
     RECORD_HEADER_LEN + op.key().len() + op.value().map_or(0, <[u8]>::len)
 }
 
-/// The header of `op`'s record at `offset`, checksum included. Key and value bytes follow it
-/// unchanged, so the caller writes three slices and nothing is copied into a temporary.
+/// Appends the record of `op` at `offset`, framed as `kind`, to `out`: header, key and
+/// value, with the checksum computed in one pass over the body once it is in place.
 /// The caller has checked the key and value against the limits, so the lengths fit in `u32`.
-pub(crate) fn encode_header(
-    offset: u64,
-    op: &BatchOp,
-    kind: RecordKind,
-) -> [u8; RECORD_HEADER_LEN] {
+pub(crate) fn encode_record(offset: u64, op: &BatchOp, kind: RecordKind, out: &mut Vec<u8>) {
     let key = op.key();
     let flags = match kind {
         RecordKind::Unframed => 0,
@@ -81,18 +77,17 @@ pub(crate) fn encode_header(
     let value = op.value();
     let value_len = value.map_or(TOMBSTONE, |v| v.len() as u32);
     let body_len = (BODY_FIXED_LEN + key.len() + value.map_or(0, <[u8]>::len)) as u32;
-    let mut header = [0u8; RECORD_HEADER_LEN];
-    header[0..4].copy_from_slice(&body_len.to_le_bytes());
-    header[8..16].copy_from_slice(&offset.to_le_bytes());
-    header[16..20].copy_from_slice(&(key.len() as u32 | flags).to_le_bytes());
-    header[20..24].copy_from_slice(&value_len.to_le_bytes());
-    let mut crc = crc32c::crc32c(&header[RECORD_PREFIX_LEN..]);
-    crc = crc32c::crc32c_append(crc, key);
-    if let Some(value) = value {
-        crc = crc32c::crc32c_append(crc, value);
-    }
-    header[4..8].copy_from_slice(&crc.to_le_bytes());
-    header
+    let start = out.len();
+    out.reserve(RECORD_PREFIX_LEN + body_len as usize);
+    out.extend_from_slice(&body_len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&offset.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u32 | flags).to_le_bytes());
+    out.extend_from_slice(&value_len.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value.unwrap_or_default());
+    let crc = crc32c::crc32c(&out[start + RECORD_PREFIX_LEN..]);
+    out[start + 4..start + RECORD_PREFIX_LEN].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A decoded record borrowing the bytes it was read from.
@@ -224,9 +219,9 @@ mod tests {
             .into_iter()
             .zip(kinds)
         {
-            let mut raw = encode_header(offset, &op, kind).to_vec();
-            raw.extend_from_slice(op.key());
-            raw.extend_from_slice(op.value().unwrap_or_default());
+            let mut raw = b"before".to_vec();
+            encode_record(offset, &op, kind, &mut raw);
+            let raw = raw.split_off(6);
             assert_eq!(raw.len(), record_len(&op));
             assert_eq!(body_len(&raw[..4].try_into().unwrap()), Ok(raw.len() - 8));
             let view = decode(&raw).unwrap();

@@ -208,6 +208,8 @@ pub(crate) struct ActiveSegment {
     /// The position from which the next record gets an index entry; checked here so an
     /// append takes the index lock only once per [`INDEX_INTERVAL`] bytes.
     next_index_at: u64,
+    /// The record being appended, encoded whole so its checksum takes one pass; reused.
+    scratch: Vec<u8>,
 }
 
 impl ActiveSegment {
@@ -253,6 +255,7 @@ impl ActiveSegment {
             len,
             flushed: len,
             next_index_at: 0,
+            scratch: Vec::new(),
         })
     }
 
@@ -262,13 +265,16 @@ impl ActiveSegment {
     /// # Errors
     /// `Io` when the buffer could not be written out.
     pub(crate) fn append(&mut self, offset: u64, op: &BatchOp, kind: RecordKind) -> Result<()> {
-        let header = format::encode_header(offset, op, kind);
         let writer = self.writer.as_mut().ok_or_else(discarded)?;
-        let result = writer.write_all(&header).and_then(|()| {
-            writer.write_all(op.key())?;
-            writer.write_all(op.value().unwrap_or_default())
-        });
-        result.map_err(|err| Error::io("appending to a changelog segment", err))?;
+        self.scratch.clear();
+        format::encode_record(offset, op, kind, &mut self.scratch);
+        writer
+            .write_all(&self.scratch)
+            .map_err(|err| Error::io("appending to a changelog segment", err))?;
+        if self.scratch.capacity() > WRITE_BUFFER_LEN {
+            // A huge record's buffer is not kept for the small ones after it.
+            self.scratch = Vec::new();
+        }
         if self.len >= self.next_index_at {
             self.segment.note(offset, self.len);
             self.next_index_at = self.len + INDEX_INTERVAL;

@@ -1,6 +1,7 @@
 //! The write buffer of a [`LoggedStore`](super::LoggedStore): the writes since the last commit.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -46,6 +47,30 @@ impl WriteBuffer {
         self.active_bytes += entry_bytes(key_len, value.as_deref());
         if let Some(old) = self.active.insert(key, value) {
             self.active_bytes -= entry_bytes(key_len, old.as_deref());
+        }
+    }
+
+    /// Buffers a put (`Some`) or a delete (`None`) of `key`, as [`insert`](Self::insert),
+    /// copying from borrowed bytes. The map is searched once; a value already buffered for
+    /// the key is overwritten in its own allocation when the new one fits, so rewriting a
+    /// hot key allocates only the probe key.
+    pub(super) fn insert_copy(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.active_bytes += entry_bytes(key.len(), value);
+        match self.active.entry(key.to_vec()) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(value.map(<[u8]>::to_vec));
+            }
+            Entry::Occupied(mut occupied) => {
+                let slot = occupied.get_mut();
+                self.active_bytes -= entry_bytes(key.len(), slot.as_deref());
+                match (slot, value) {
+                    (Some(old), Some(value)) => {
+                        old.clear();
+                        old.extend_from_slice(value);
+                    }
+                    (slot, value) => *slot = value.map(<[u8]>::to_vec),
+                }
+            }
         }
     }
 
@@ -171,6 +196,22 @@ mod tests {
         assert_eq!(buffer.active_bytes(), 1 + 10 + ENTRY_OVERHEAD);
         buffer.insert(b"k".to_vec(), None);
         assert_eq!(buffer.active_bytes(), 1 + ENTRY_OVERHEAD);
+    }
+
+    #[test]
+    fn copying_insert_replaces_and_recharges() {
+        let mut buffer = WriteBuffer::default();
+        buffer.insert_copy(b"k", Some(&[1; 100]));
+        buffer.insert_copy(b"k", Some(&[2; 10]));
+        assert_eq!(buffer.lookup(b"k"), Some(Some(&[2; 10][..])));
+        assert_eq!(buffer.active_bytes(), 1 + 10 + ENTRY_OVERHEAD);
+        buffer.insert_copy(b"k", None);
+        assert_eq!(buffer.lookup(b"k"), Some(None));
+        assert_eq!(buffer.active_bytes(), 1 + ENTRY_OVERHEAD);
+        buffer.insert_copy(b"k", Some(b"back"));
+        assert_eq!(buffer.lookup(b"k"), Some(Some(&b"back"[..])));
+        assert_eq!(buffer.active_bytes(), 1 + 4 + ENTRY_OVERHEAD);
+        assert_eq!(buffer.active.len(), 1);
     }
 
     #[test]

@@ -57,8 +57,7 @@ impl KeyValueStore for LoggedStore {
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_loggable(key, Some(value))?;
-        let (key, value) = (key.to_vec(), value.to_vec());
-        self.buffer_with_room()?.insert(key, Some(value));
+        self.buffer_with_room()?.insert_copy(key, Some(value));
         Ok(())
     }
 
@@ -75,14 +74,13 @@ impl KeyValueStore for LoggedStore {
                 }
             }
         }
-        buffer.insert(key.to_vec(), Some(value.to_vec()));
+        buffer.insert_copy(key, Some(value));
         Ok(None)
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         self.check_loggable(key, None)?;
-        let key = key.to_vec();
-        self.buffer_with_room()?.insert(key, None);
+        self.buffer_with_room()?.insert_copy(key, None);
         Ok(())
     }
 
