@@ -41,6 +41,18 @@ const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// record, which would lock every task for each.
 pub(crate) const WALL_CLOCK_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 
+/// `timeout` and 50 us more, unless zero. rdkafka's consumer poll waits in whole milliseconds
+/// and then polls without waiting until its deadline has passed, a busy loop through the last
+/// fraction of a millisecond of every wait; a deadline just past a whole millisecond is
+/// reached by the wait itself (a wake-up is late by the timer slack, 50 us).
+pub(crate) fn past_whole_ms(timeout: Duration) -> Duration {
+    if timeout.is_zero() {
+        timeout
+    } else {
+        timeout + Duration::from_micros(50)
+    }
+}
+
 /// The longest the group-list request is left alone after it failed: a coordinator that cannot
 /// describe groups (unpatched tansu 0.6 on SQLite, see `scripts/broker.sh`) also closes the
 /// connection, which the group's heartbeats share.
@@ -211,7 +223,7 @@ impl Application {
         if self.closed {
             return Err(Error::Closed);
         }
-        let polled = self.consumer.poll(timeout);
+        let polled = self.consumer.poll(past_whole_ms(timeout));
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }

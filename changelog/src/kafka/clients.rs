@@ -12,14 +12,14 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer};
 use store_api::{Error, Result};
 
 use super::KafkaLog;
 use super::admin;
 use super::config::{self, KafkaConfig};
 use super::error::convert;
-use super::producer::{self, Delivery, DeliveryContext};
+use super::producer::{self, Delivery, PolledProducer};
 use super::reader;
 
 /// The reader consumers kept idle for the next read; more run while more reads do at once.
@@ -55,7 +55,7 @@ struct Inner {
     produce_timeout: Duration,
     admin_timeout: Duration,
     base: ClientConfig,
-    producer: Mutex<Option<Arc<ThreadedProducer<DeliveryContext>>>>,
+    producer: Mutex<Option<Arc<PolledProducer>>>,
     idle_readers: Mutex<Vec<BaseConsumer>>,
     admin: Mutex<Option<AdminClient<DefaultClientContext>>>,
     /// Partition counts of the topics known to exist.
@@ -209,7 +209,7 @@ impl KafkaClients {
     }
 
     /// The producer, created at the first call (and after a failure retired the previous one).
-    pub(super) fn producer(&self) -> Result<Arc<ThreadedProducer<DeliveryContext>>> {
+    pub(super) fn producer(&self) -> Result<Arc<PolledProducer>> {
         let mut slot = self.inner.producer.lock();
         if let Some(producer) = &*slot {
             return Ok(Arc::clone(producer));
@@ -225,7 +225,7 @@ impl KafkaClients {
 
     /// Purges `failed` and, if it is still the current producer, retires it: the next
     /// append starts a new one.
-    pub(super) fn retire(&self, failed: Arc<ThreadedProducer<DeliveryContext>>) {
+    pub(super) fn retire(&self, failed: Arc<PolledProducer>) {
         producer::purge(&failed);
         {
             let mut slot = self.inner.producer.lock();

@@ -1,7 +1,7 @@
 //! The append path: an idempotent `acks=all` producer and the wait for its delivery reports.
 //!
-//! A `ThreadedProducer` serves librdkafka's events on its own thread, and each `append` waits on
-//! a condition variable that the delivery callback signals. The alternative, a `BaseProducer`
+//! A [`PolledProducer`] serves librdkafka's events on its own thread, and each `append` waits
+//! on a condition variable that the delivery callback signals. The alternative, a `BaseProducer`
 //! polled by `append` itself, costs a 100 ms sleep per call: rdkafka's `BaseProducer::poll`
 //! only returns once its timeout has passed, even after serving the reports.
 //!
@@ -16,8 +16,9 @@
 //! broker had read but not yet appended when the call gave up could land after the new
 //! session's records, as an old session is not fenced the way an epoch bump fences it.
 
-use std::ops::Range;
+use std::ops::{Deref, Range};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ use rdkafka::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{
-    BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig, ThreadedProducer,
+    BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig,
 };
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Message};
@@ -185,10 +186,7 @@ fn offset_range(lowest: i64, highest: i64, count: usize) -> Range<u64> {
 ///
 /// # Errors
 /// `InvalidArgument` for a property librdkafka refuses.
-pub fn new_producer(
-    base: &ClientConfig,
-    timeout: Duration,
-) -> Result<ThreadedProducer<DeliveryContext>> {
+pub fn new_producer(base: &ClientConfig, timeout: Duration) -> Result<PolledProducer> {
     let mut config = base.clone();
     config
         .set("enable.idempotence", "true")
@@ -199,9 +197,68 @@ pub fn new_producer(
                 .as_millis()
                 .to_string(),
         );
-    config
+    let producer: BaseProducer<DeliveryContext> = config
         .create_with_context(DeliveryContext)
-        .map_err(|err| convert("creating the kafka producer", err))
+        .map_err(|err| convert("creating the kafka producer", err))?;
+    PolledProducer::start(producer)
+}
+
+/// How long one poll of the producer's events waits: 100 ms, as rdkafka's `ThreadedProducer`,
+/// and 50 us more. rdkafka's poll waits in whole milliseconds and then polls without waiting
+/// until its deadline has passed, a busy loop through the last fraction of a millisecond: a
+/// deadline just past a whole millisecond is reached by the wait itself (a wake-up is late by
+/// the timer slack, 50 us), which leaves that loop tens of microseconds instead of up to one
+/// millisecond in every hundred.
+const POLL_INTERVAL: Duration = Duration::from_micros(100_050);
+
+/// A producer whose events (delivery reports, errors) a thread of its own serves, as rdkafka's
+/// `ThreadedProducer` does, polling with [`POLL_INTERVAL`]. Dropping it stops the thread.
+pub struct PolledProducer {
+    producer: Arc<BaseProducer<DeliveryContext>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl PolledProducer {
+    fn start(producer: BaseProducer<DeliveryContext>) -> Result<PolledProducer> {
+        let producer = Arc::new(producer);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (producer, stop) = (Arc::clone(&producer), Arc::clone(&stop));
+            thread::Builder::new()
+                .name("statestore-producer".to_owned())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        producer.poll(POLL_INTERVAL);
+                    }
+                })
+                .map_err(|err| Error::io("starting the producer's polling thread", err))?
+        };
+        Ok(PolledProducer {
+            producer,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Deref for PolledProducer {
+    type Target = BaseProducer<DeliveryContext>;
+
+    fn deref(&self) -> &BaseProducer<DeliveryContext> {
+        &self.producer
+    }
+}
+
+impl Drop for PolledProducer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the producer's polling thread panicked");
+        }
+    }
 }
 
 /// Hands `record` to librdkafka, waiting while its queue is full until `deadline`.
@@ -209,7 +266,7 @@ pub fn new_producer(
 /// # Errors
 /// The producer's refusal: the queue still full at the deadline, or a record it cannot send.
 pub fn send<K, P>(
-    producer: &ThreadedProducer<DeliveryContext>,
+    producer: &BaseProducer<DeliveryContext>,
     mut record: BaseRecord<'_, K, P, Arc<Delivery>>,
     deadline: Instant,
 ) -> std::result::Result<(), KafkaError>
@@ -233,7 +290,7 @@ where
 
 /// Drops every record still queued or in flight, so none of a failed call is sent after the
 /// call returned (it would land after a later call's records and reorder the changelog).
-pub fn purge(producer: &ThreadedProducer<DeliveryContext>) {
+pub fn purge(producer: &BaseProducer<DeliveryContext>) {
     producer.purge(PurgeConfig::default().queue().inflight());
 }
 
@@ -268,7 +325,7 @@ impl Appender {
     /// `InvalidArgument` for a record the broker finds too large) for a refused record.
     pub fn append(
         &self,
-        producer: &ThreadedProducer<DeliveryContext>,
+        producer: &BaseProducer<DeliveryContext>,
         ops: &[BatchOp],
         framing: Framing,
         epoch: u64,
@@ -319,7 +376,7 @@ impl Appender {
     /// Hands one record to librdkafka, waiting while its queue is full.
     fn enqueue(
         &self,
-        producer: &ThreadedProducer<DeliveryContext>,
+        producer: &BaseProducer<DeliveryContext>,
         op: &BatchOp,
         kind: RecordKind,
         epoch: u64,

@@ -24,7 +24,7 @@ use statestore_changelog::TaskId;
 use std::sync::Arc;
 use store_api::{Error, Result};
 
-use super::{Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks};
+use super::{Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks, past_whole_ms};
 use crate::context::{Processor, locate, process_record, punctuate_task_wall_clock};
 use crate::group::{GroupContext, Shared};
 use crate::outputs::Output;
@@ -258,7 +258,7 @@ fn poll_batch<'c>(
             (true, false) => remaining.min(IDLE_WAIT),
         };
         while batch.len() < max && !rebalanced() {
-            if !take(consumer.poll(wait), &mut batch) {
+            if !take(consumer.poll(past_whole_ms(wait)), &mut batch) {
                 break;
             }
             wait = Duration::ZERO;
