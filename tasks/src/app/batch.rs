@@ -50,22 +50,11 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
         }
     }
 
-    /// The tasks that have a processor now.
-    pub fn tasks(&self) -> Vec<TaskId> {
-        self.processors
-            .keys()
-            .map(|&partition| TaskId::new(0, partition))
-            .collect()
-    }
-
     /// Drops the processors of tasks no longer open here (or opened again since), and makes
     /// one for each task of `needed` that has none.
     fn follow(&mut self, tasks: &BTreeMap<u32, Task>, needed: impl Iterator<Item = u32>) {
-        self.processors.retain(|partition, (generation, _)| {
-            tasks
-                .get(partition)
-                .is_some_and(|task| task.generation == *generation)
-        });
+        self.processors
+            .retain(|&partition, (generation, _)| still_open(tasks, partition, *generation));
         for partition in needed {
             if let Some(task) = tasks.get(&partition) {
                 self.processors
@@ -106,12 +95,16 @@ impl PartitionQueues {
 
     /// Drops the queues of tasks no longer open here.
     fn follow(&mut self, tasks: &BTreeMap<u32, Task>) {
-        self.queues.retain(|partition, (generation, _)| {
-            tasks
-                .get(partition)
-                .is_some_and(|task| task.generation == *generation)
-        });
+        self.queues
+            .retain(|&partition, (generation, _)| still_open(tasks, partition, *generation));
     }
+}
+
+/// Whether the task of `partition` open here is the one of `generation`.
+fn still_open(tasks: &BTreeMap<u32, Task>, partition: u32, generation: u64) -> bool {
+    tasks
+        .get(&partition)
+        .is_some_and(|task| task.generation == generation)
 }
 
 /// One task's share of a batch: its records (with their input topic index and offset), and
@@ -303,8 +296,7 @@ fn process_round<P: Processor + Send>(
     pending.retain(|partition, _| tasks.get(partition).is_some_and(|task| !task.poisoned));
     if wall_clock.is_some() {
         // Idle tasks start too, so that their wall-clock punctuators run without records.
-        let all: Vec<u32> = tasks.keys().copied().collect();
-        pool.follow(&tasks, all.into_iter());
+        pool.follow(&tasks, tasks.keys().copied());
     } else {
         pool.follow(&tasks, pending.keys().copied());
     }
