@@ -13,10 +13,12 @@
 //! - **after** it completed: it happened, but the caller is told it failed. For a changelog
 //!   `append` this is the nasty case: the records are in the log, yet the caller believes the
 //!   commit failed and will retry it or give up;
-//! - **torn**, for `append` only: a prefix of the records reaches the log, then the error, as
-//!   when a producer or a disk dies halfway through, and no commit marker. The [`Changelog`]
-//!   contract allows it ("a reader may find any prefix of the call's records"). A store's `write` is atomic by
-//!   contract, so a torn store write is not simulated: it fails before instead.
+//! - **torn**, for `append` and a store's `write_ops_non_atomic` only: a prefix of the
+//!   records (or operations) reaches the log (or the store), then the error, as when a
+//!   producer or a disk dies halfway through, and no commit marker. The [`Changelog`] contract
+//!   allows it ("a reader may find any prefix of the call's records"), and so does
+//!   [`KeyValueStore::write_ops_non_atomic`]'s. A store's `write` is atomic by contract, so a
+//!   torn `write` is not simulated: it fails before instead.
 //!
 //! Reads fail before they run; an iterator may also fail at any step, with an `Err` item that
 //! ends it. Every injected failure is [`Error::Io`] whose context starts with
@@ -92,11 +94,13 @@ pub enum FaultOp {
     StartOffset,
     /// [`Changelog::end_offset`].
     EndOffset,
+    /// [`KeyValueStore::write_ops_non_atomic`].
+    WriteNonAtomic,
 }
 
 impl FaultOp {
     /// Every operation.
-    pub const ALL: [FaultOp; 15] = [
+    pub const ALL: [FaultOp; 16] = [
         FaultOp::Get,
         FaultOp::Put,
         FaultOp::PutIfAbsent,
@@ -112,6 +116,7 @@ impl FaultOp {
         FaultOp::Read,
         FaultOp::StartOffset,
         FaultOp::EndOffset,
+        FaultOp::WriteNonAtomic,
     ];
 
     fn bit(self) -> u32 {
@@ -127,6 +132,7 @@ impl FaultOp {
                 | FaultOp::PutIfAbsent
                 | FaultOp::Delete
                 | FaultOp::Write
+                | FaultOp::WriteNonAtomic
                 | FaultOp::Flush
                 | FaultOp::Close
                 | FaultOp::Append
@@ -143,8 +149,9 @@ pub enum FaultTiming {
     Before,
     /// The operation completes, then the caller gets the error.
     After,
-    /// A changelog `append` writes a prefix of its records (possibly none, never all), then
-    /// fails. Any other operation fails before.
+    /// A changelog `append` writes a prefix of its records, and a store's
+    /// `write_ops_non_atomic` applies a prefix of its operations (possibly none, never all),
+    /// then fails. Any other operation fails before.
     Torn,
     /// Each fault picks `Before` or `After` at random (only `Before` for operations that
     /// change nothing).
@@ -249,7 +256,8 @@ impl Faults {
         self.lock().injected_after
     }
 
-    /// Of [`injected`](Faults::injected), the appends that wrote a prefix of their records.
+    /// Of [`injected`](Faults::injected), the appends that wrote a prefix of their records and
+    /// the non-atomic store writes that applied a prefix of their operations.
     pub fn injected_torn(&self) -> u64 {
         self.lock().injected_torn
     }
@@ -306,7 +314,7 @@ impl State {
     }
 
     fn strike(&mut self, op: FaultOp, records: usize) -> Strike {
-        let torn_ok = op == FaultOp::Append;
+        let torn_ok = matches!(op, FaultOp::Append | FaultOp::WriteNonAtomic);
         let timing = match self.timing {
             FaultTiming::Any | FaultTiming::BeforeOrAfter if !op.mutates() => FaultTiming::Before,
             FaultTiming::BeforeOrAfter => match self.next_random() % 2 {
@@ -420,6 +428,23 @@ impl KeyValueStore for FaultyStore {
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
         guarded(&self.faults, FaultOp::Write, || self.inner.write(batch))
+    }
+
+    /// A torn fault applies a prefix of `ops` (possibly none, never all), then fails.
+    fn write_ops_non_atomic(&self, ops: &[BatchOp]) -> Result<()> {
+        let op = FaultOp::WriteNonAtomic;
+        match self.faults.decide(op, ops.len()) {
+            None => self.inner.write_ops_non_atomic(ops),
+            Some(Strike::Before) => Err(injected(op, "before the operation")),
+            Some(Strike::After) => {
+                let _completed = self.inner.write_ops_non_atomic(ops);
+                Err(injected(op, "after the operation"))
+            }
+            Some(Strike::Torn(kept)) => {
+                let _completed = self.inner.write_ops_non_atomic(&ops[..kept.min(ops.len())]);
+                Err(injected(op, "after part of the operations"))
+            }
+        }
     }
 
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {

@@ -113,6 +113,24 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
         self.write(ops.iter().cloned().collect())
     }
 
+    /// As [`write_ops`](KeyValueStore::write_ops), without the atomicity: applies `ops` in
+    /// order (of two operations on one key the later wins), but a concurrent reader may see
+    /// some of them applied and not others, and an engine failure or a crash may leave any of
+    /// them applied. For a caller that hides a partial write and repairs it: a changelog
+    /// commit keeps its operations readable in its own buffer until this returns, and after a
+    /// crash replays them from its log.
+    ///
+    /// The default implementation is [`write_ops`](KeyValueStore::write_ops); an engine whose
+    /// atomic batch costs more than its single writes overrides it (sled pins its log and its
+    /// epoch-based reclamation for a whole batch).
+    ///
+    /// # Errors
+    /// `InvalidArgument` if any key or value is oversized (then nothing is written), `Closed`,
+    /// or an engine failure (then any of `ops` may be applied).
+    fn write_ops_non_atomic(&self, ops: &[BatchOp]) -> Result<()> {
+        self.write_ops(ops)
+    }
+
     /// Removes every key between `from` and `to`: the keys [`range`](KeyValueStore::range)
     /// with the same bounds would yield. `from` after `to`, or an empty interval, removes
     /// nothing, as does a range holding no key.

@@ -282,6 +282,24 @@ impl KeyValueStore for SledStore {
         db.apply_batch(native).map_err(from_sled)
     }
 
+    /// sled's single `insert` and `remove`, each pinning sled's epoch only for itself: 1.45x
+    /// the speed of `apply_batch` for 10 000 sorted writes into a million keys (see
+    /// `docs/benchmarks.md`), which holds the epoch and the log for the whole batch.
+    fn write_ops_non_atomic(&self, ops: &[BatchOp]) -> Result<()> {
+        check_ops(ops)?;
+        let db = self.db()?;
+        for op in ops {
+            match op {
+                BatchOp::Put { key, value } => {
+                    db.insert(key.as_slice(), value.as_slice()).map(drop)
+                }
+                BatchOp::Delete { key } => db.remove(key.as_slice()).map(drop),
+            }
+            .map_err(from_sled)?;
+        }
+        Ok(())
+    }
+
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
         self.iter(from, to, false)
     }

@@ -112,7 +112,9 @@ impl Default for LoggedStoreConfig {
 /// [`commit_bytes`](LoggedStoreConfig::commit_bytes)), and every read sees them: `get`,
 /// ranges and prefix scans merge the buffer over the store. A commit:
 /// 1. appends the latest write of each buffered key to the changelog and syncs it;
-/// 2. applies them to the store as one `WriteBatch`;
+/// 2. applies them to the store, not atomically
+///    ([`write_ops_non_atomic`](KeyValueStore::write_ops_non_atomic)): readers see them in
+///    the buffer until the commit ends, so no reader sees part of a commit;
 /// 3. when the [`CheckpointPolicy`] says so, flushes the store and rewrites the checkpoint
 ///    to the offset of the last record appended; otherwise records that offset only in the
 ///    checkpoint's live entries, and the file keeps the last flushed one.
@@ -375,8 +377,9 @@ impl LoggedStore {
     /// # Errors
     /// `Closed`, or the first error of the log, the store or the checkpoint file. Nothing is
     /// then lost or half-applied: after an error of the log or the store the writes stay
-    /// buffered and readable, and the next commit persists them again (a store batch is
-    /// all-or-nothing, and replaying records the log already holds is harmless); after an
+    /// buffered and readable over whatever part of them the store took (its write is not
+    /// atomic, see [`KeyValueStore::write_ops_non_atomic`]), and the next commit persists
+    /// them all again (replaying records the log already holds is harmless); after an
     /// error writing the checkpoint file the commit itself holds, the file keeps its older
     /// offset, and the next commit or [`checkpoint_now`](LoggedStore::checkpoint_now) writes
     /// it again.
@@ -413,7 +416,9 @@ impl LoggedStore {
         let offsets = self.log.append_framed(ops, Framing::Commit)?;
         self.log.sync()?;
         let stale = self.check_not_fenced(&offsets, ops.len() + 1)?;
-        self.store.write_ops(ops)?;
+        // Readers see `ops` in the buffer until the commit ends and a crash replays them from
+        // the log after the checkpoint, so the store's write need not be atomic.
+        self.store.write_ops_non_atomic(ops)?;
         let mut bytes = record_bytes(ops);
         let mut last = offsets.end.saturating_sub(1);
         if !stale.is_empty() {

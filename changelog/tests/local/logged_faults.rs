@@ -393,7 +393,8 @@ fn run(backend: &'static str, seed: u64) {
     );
     eprintln!(
         "{backend}: {ops} operations, {commits} commits acknowledged, {} faults injected \
-         ({} after the operation, {} torn appends), {failures} failed writes and commits",
+         ({} after the operation, {} torn appends and store writes), {failures} failed writes and \
+         commits",
         harness.faults.injected(),
         harness.faults.injected_after(),
         harness.faults.injected_torn()

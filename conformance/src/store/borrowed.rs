@@ -1,7 +1,7 @@
 //! The borrowing methods held to the contract of the owned ones. The reads, `get_with` and
 //! `scan`: the same answers, bounds, order and consistency, plus early stop, the visitor's call
-//! count, closed stores, and a visitor that calls back into the store. `write_ops`: the
-//! semantics of `write`.
+//! count, closed stores, and a visitor that calls back into the store. `write_ops` and
+//! `write_ops_non_atomic`: the semantics of `write`, as one thread sees them.
 
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::ops::ControlFlow;
@@ -355,6 +355,23 @@ pub fn scan_visitor_may_call_the_store(factory: &dyn StoreFactory) {
 /// two on one key wins), deletes of missing keys included, nothing for no operations; an
 /// oversized key anywhere writes nothing; a closed store answers `Closed`.
 pub fn write_ops_applies_like_write(factory: &dyn StoreFactory) {
+    applies_borrowed_ops(factory, "write_ops", &|store, ops| store.write_ops(ops));
+}
+
+/// `write_ops_non_atomic` applies operations as `write_ops` does, without atomicity, which a
+/// single thread cannot observe: the same results, checks and errors.
+pub fn write_ops_non_atomic_applies_like_write_ops(factory: &dyn StoreFactory) {
+    applies_borrowed_ops(factory, "write_ops_non_atomic", &|store, ops| {
+        store.write_ops_non_atomic(ops)
+    });
+}
+
+/// A store method that applies borrowed operations.
+type ApplyOps = dyn Fn(&dyn KeyValueStore, &[BatchOp]) -> Result<()>;
+
+/// Checks that `apply` (`call` names it in messages) applies `BatchOp`s in order, rejects an
+/// oversized key before writing anything, and answers `Closed` after close.
+fn applies_borrowed_ops(factory: &dyn StoreFactory, call: &str, apply: &ApplyOps) {
     let fx = StoreFixture::new(factory);
     let store = fx.store();
     put_keys(store, &[b"gone", b"kept"]);
@@ -372,31 +389,27 @@ pub fn write_ops_applies_like_write(factory: &dyn StoreFactory) {
         put(b"b", b"1"),
         delete(b"b"),
     ];
-    store.write_ops(&ops).expect("write_ops");
+    apply(store, &ops).unwrap_or_else(|err| panic!("{call}: {err}"));
     let expected: Vec<KvPair> = [(&b""[..], &b""[..]), (b"a", b"2"), (b"kept", b"kept")]
         .iter()
         .map(|(key, value)| (key.to_vec(), value.to_vec()))
         .collect();
-    assert_eq!(scan(store, Unbounded, Unbounded), expected);
-    store.write_ops(&[]).expect("write_ops of nothing");
+    assert_eq!(scan(store, Unbounded, Unbounded), expected, "after {call}");
+    apply(store, &[]).unwrap_or_else(|err| panic!("{call} of nothing: {err}"));
     let oversized = [
         put(b"c", b"1"),
         delete(&vec![b'k'; store_api::limits::MAX_KEY_LEN + 1]),
     ];
     assert_kind(
-        store.write_ops(&oversized),
+        apply(store, &oversized),
         ErrorKind::InvalidArgument,
-        "write_ops with an oversized key",
+        &format!("{call} with an oversized key"),
     );
-    assert_eq!(
-        get(store, b"c"),
-        None,
-        "a rejected write_ops wrote something"
-    );
+    assert_eq!(get(store, b"c"), None, "a rejected {call} wrote something");
     store.close().expect("close");
     assert_kind(
-        store.write_ops(&[put(b"d", b"1")]),
+        apply(store, &[put(b"d", b"1")]),
         ErrorKind::Closed,
-        "write_ops after close",
+        &format!("{call} after close"),
     );
 }

@@ -186,6 +186,7 @@ macro_rules! __store_cases {
                 get_with_rejects_oversized_keys
                 scan_visitor_may_call_the_store
                 write_ops_applies_like_write
+                write_ops_non_atomic_applies_like_write_ops
             }
         }
     };
