@@ -202,8 +202,11 @@ pub(crate) fn restore_fenced(
     // The last commit end applied, not the target: a log that answered short never gets a
     // checkpoint vouching for records the store did not receive.
     let last = reader.committed().or(resume);
-    if let Some(last) = last {
-        checkpoint.set(topic, partition, last)?;
+    match last {
+        Some(last) if store.capabilities().persistent => checkpoint.set(topic, partition, last)?,
+        // A store that does not persist is not named in the file (see `LoggedStore`).
+        Some(last) => checkpoint.advance(topic, partition, last)?,
+        None => {}
     }
     listener.on_end(topic, partition, records);
     let fenced = std::mem::take(&mut reader.fenced);

@@ -47,7 +47,9 @@ pub enum CommitPolicy {
 /// what a crash leaves for the next restore to replay. Either way every commit syncs the
 /// changelog before it returns, so no committed write is lost to a crash, and the checkpoint
 /// file never names an offset whose store writes a crash can lose: it is rewritten only after
-/// the store's flush returned.
+/// the store's flush returned. A store that is not persistent ([`Capabilities::persistent`](
+/// store_api::Capabilities::persistent) false) restores from the log's start after any
+/// reopen, so it is never flushed for a checkpoint nor named in the file, whatever the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckpointPolicy {
@@ -57,8 +59,8 @@ pub enum CheckpointPolicy {
     /// A commit flushes the store and checkpoints only once at least this many bytes of
     /// records (keys and values) were committed since the last checkpoint; so do
     /// [`close`](KeyValueStore::close) and [`checkpoint_now`](LoggedStore::checkpoint_now).
-    /// Between, the store's writes reach its files at the engine's own pace (or never, for a
-    /// store that is not persistent) and the checkpoint file keeps the offset of the last
+    /// Between, the store's writes reach its files at the engine's own pace and the
+    /// checkpoint file keeps the offset of the last
     /// flushed commit. After a crash the store holds that commit and possibly part of the
     /// later ones; restore replays the log from that offset (about this many bytes at most),
     /// which puts every key written since back to its last committed value.
@@ -183,6 +185,11 @@ pub struct LoggedStore {
     fenced_keys: Mutex<BTreeSet<Vec<u8>>>,
     /// The record bytes committed since the store was last flushed and checkpointed.
     unflushed: Mutex<u64>,
+    /// Whether the store keeps its content across a reopen. A store that does not is never
+    /// flushed for a checkpoint and never named in the checkpoint file (as Kafka Streams
+    /// checkpoints persistent stores only): it restores from the log's start anyway, so the
+    /// file's fsyncs would buy nothing. Its live entry is kept.
+    persistent: bool,
 }
 
 /// How often a fence reads its log again, 50 ms apart, until it sees its own commit.
@@ -275,6 +282,7 @@ impl LoggedStore {
         listener: &mut dyn RestoreListener,
     ) -> Result<LoggedStore> {
         let batch = config.restore_batch_records;
+        let persistent = store.capabilities().persistent;
         let mut logged = LoggedStore {
             store,
             log,
@@ -287,6 +295,7 @@ impl LoggedStore {
             fence: Mutex::new(None),
             fenced_keys: Mutex::new(BTreeSet::new()),
             unflushed: Mutex::new(0),
+            persistent,
         };
         // A writer that committed while this store restored (a previous owner not yet aware
         // that it lost the partition) is caught up with by restoring again.
@@ -435,10 +444,11 @@ impl LoggedStore {
     fn committed(&self, last: u64, bytes: u64) -> Result<()> {
         let mut unflushed = self.unflushed.lock();
         let pending = unflushed.saturating_add(bytes);
-        let due = match self.config.checkpoint_policy {
-            CheckpointPolicy::EveryCommit => true,
-            CheckpointPolicy::AfterBytes(limit) => pending >= limit,
-        };
+        let due = self.persistent
+            && match self.config.checkpoint_policy {
+                CheckpointPolicy::EveryCommit => true,
+                CheckpointPolicy::AfterBytes(limit) => pending >= limit,
+            };
         let (topic, partition) = (self.log.topic(), self.log.partition());
         if due {
             self.store.flush()?;
@@ -474,7 +484,11 @@ impl LoggedStore {
         // With no commit in flight, the live entry names exactly what the store holds.
         let (topic, partition) = (self.log.topic(), self.log.partition());
         self.store.flush()?;
-        if let Some(last) = self.checkpoint.get(topic, partition) {
+        if let Some(last) = self
+            .checkpoint
+            .get(topic, partition)
+            .filter(|_| self.persistent)
+        {
             self.checkpoint.stage(topic, partition, last)?;
         }
         *unflushed = 0;
@@ -510,8 +524,12 @@ impl LoggedStore {
     fn checkpoint_at(&self, offsets: &Range<u64>) -> Result<()> {
         match offsets.end.checked_sub(1) {
             Some(last) if !offsets.is_empty() => {
-                self.checkpoint
-                    .set(self.log.topic(), self.log.partition(), last)
+                let (topic, partition) = (self.log.topic(), self.log.partition());
+                if self.persistent {
+                    self.checkpoint.set(topic, partition, last)
+                } else {
+                    self.checkpoint.advance(topic, partition, last)
+                }
             }
             _ => Ok(()),
         }

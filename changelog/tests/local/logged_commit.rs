@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
 
-use crate::logged_common::{self, TOPIC, checkpoint, file_log, memory_store, replay, scan};
+use crate::logged_common::{
+    self, TOPIC, checkpoint, file_log, memory_store, persistent_store, replay, scan,
+};
 use parking_lot::RwLock;
 use statestore_changelog::{
     Changelog, ChangelogRecord, CheckpointPolicy, CommitPolicy, FileLog, Framing, LoggedStore,
@@ -90,7 +92,7 @@ fn put_all(store: &LoggedStore, keys: &[&str], value: &str) {
 fn a_failed_log_append_leaves_the_store_untouched_and_keeps_the_buffer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = ReopenableLog::open(&dir.path().join("log"));
-    let inner = memory_store();
+    let inner = persistent_store(&dir.path().join("store"));
     let cp = checkpoint(dir.path());
     let store =
         LoggedStore::open(Arc::clone(&inner), log.clone(), cp, every_commit()).expect("open");
@@ -176,7 +178,7 @@ fn a_failed_checkpoint_write_keeps_the_commit_and_a_retry_writes_the_file() {
     let task = dir.path().join("0_0");
     std::fs::create_dir(&task).expect("mkdir");
     let log = file_log(&dir.path().join("log"));
-    let inner = memory_store();
+    let inner = persistent_store(&dir.path().join("store"));
     let store = LoggedStore::open(
         Arc::clone(&inner),
         log.clone(),
@@ -272,8 +274,13 @@ fn a_commit_checkpoints_the_file_only_past_its_bytes_and_at_close() {
         checkpoint_policy: CheckpointPolicy::AfterBytes(100),
         ..LoggedStoreConfig::default()
     };
-    let store =
-        LoggedStore::open(memory_store(), log.clone(), Arc::clone(&cp), config).expect("open");
+    let store = LoggedStore::open(
+        persistent_store(&dir.path().join("store")),
+        log.clone(),
+        Arc::clone(&cp),
+        config,
+    )
+    .expect("open");
     let file = || read_checkpoint(&dir.path().join(".checkpoint")).expect("read");
 
     store.put(b"a", &[1; 40]).expect("put");
@@ -317,7 +324,7 @@ fn stores_committed_staged_write_one_checkpoint_for_all() {
             )
             .expect("log");
             LoggedStore::open(
-                memory_store(),
+                persistent_store(&dir.path().join(name)),
                 Arc::new(log),
                 Arc::clone(&cp),
                 every_commit(),
@@ -342,6 +349,39 @@ fn stores_committed_staged_write_one_checkpoint_for_all() {
         assert!(file.values().all(|&at| at == offset), "{file:?}");
         assert_eq!(file, cp.file_entries());
     }
+}
+
+/// A store that is not persistent restores from the log's start after any reopen, so its
+/// commits, checkpoints and close never write the checkpoint file (Kafka Streams checkpoints
+/// persistent stores only); the live entry still follows its commits.
+#[test]
+fn a_store_that_does_not_persist_never_writes_the_checkpoint_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let cp = checkpoint(dir.path());
+    let store = LoggedStore::open(memory_store(), log.clone(), Arc::clone(&cp), every_commit())
+        .expect("open");
+    for round in 0..3u8 {
+        store.put(b"k", &[round]).expect("put");
+        store.commit().expect("commit");
+    }
+    store.checkpoint_now().expect("checkpoint now");
+    assert_eq!(cp.get(TOPIC, 0), Some(5), "the live entry");
+    store.close().expect("close");
+    drop(store);
+    assert_eq!(cp.file_writes(), 0, "the checkpoint file was written");
+    assert!(!dir.path().join(".checkpoint").exists());
+
+    // Opened again over an empty store, it restores the whole log, and still writes nothing.
+    let cp = checkpoint(dir.path());
+    let reopened =
+        LoggedStore::open(memory_store(), log, Arc::clone(&cp), every_commit()).expect("reopen");
+    assert_eq!(reopened.get(b"k").expect("get"), Some(vec![2]));
+    assert_eq!(reopened.restored().from, 0);
+    assert_eq!(cp.get(TOPIC, 0), Some(5));
+    reopened.close().expect("close");
+    assert_eq!(cp.file_writes(), 0, "the checkpoint file was written");
+    assert!(!dir.path().join(".checkpoint").exists());
 }
 
 /// Under `Explicit`, closing checkpoints what is committed (discarding what is not), so the

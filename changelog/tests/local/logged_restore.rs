@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::logged_common::{Recorder, TOPIC, checkpoint, file_log, memory_store, replay, scan};
+use crate::logged_common::{
+    Recorder, TOPIC, checkpoint, file_log, memory_store, persistent_store, replay, scan,
+};
 use statestore_changelog::{
     Changelog, Checkpoint, CheckpointPolicy, FileLog, FileLogConfig, Framing, LoggedStore,
     LoggedStoreConfig, MemoryLog, read_checkpoint,
@@ -214,8 +216,18 @@ fn stores_of_one_task_merge_their_checkpoint_entries() {
     let cp = checkpoint(dir.path());
     let counts = MemoryLog::new("app-counts-changelog", 3);
     let totals = MemoryLog::new("app-totals-changelog", 3);
-    let (a, _) = open(&memory_store(), Arc::new(counts), &cp, 10);
-    let (b, _) = open(&memory_store(), Arc::new(totals), &cp, 10);
+    let (a, _) = open(
+        &persistent_store(&dir.path().join("a")),
+        Arc::new(counts),
+        &cp,
+        10,
+    );
+    let (b, _) = open(
+        &persistent_store(&dir.path().join("b")),
+        Arc::new(totals),
+        &cp,
+        10,
+    );
     a.put(b"x", b"1").expect("put");
     a.commit().expect("commit");
     b.put(b"y", b"1").expect("put");

@@ -24,6 +24,11 @@ pub fn memory_store() -> Arc<dyn KeyValueStore> {
     Arc::new(MemoryStore::new(Config::default()))
 }
 
+/// A fresh persistent store (redb) in `dir`: the checkpoint file names what it holds.
+pub fn persistent_store(dir: &Path) -> Arc<dyn KeyValueStore> {
+    Arc::from(statestore::open("redb", dir, &serde_json::Value::Null).expect("redb store"))
+}
+
 /// A file log (sync on every commit) under `dir`.
 pub fn file_log(dir: &Path) -> Arc<FileLog> {
     Arc::new(FileLog::open(dir, TOPIC, 0, FileLogConfig::default()).expect("open file log"))
