@@ -60,10 +60,10 @@ pub enum CheckpointPolicy {
     /// records (keys and values) were committed since the last checkpoint; so do
     /// [`close`](KeyValueStore::close) and [`checkpoint_now`](LoggedStore::checkpoint_now).
     /// Between, the store's writes reach its files at the engine's own pace and the
-    /// checkpoint file keeps the offset of the last
-    /// flushed commit. After a crash the store holds that commit and possibly part of the
-    /// later ones; restore replays the log from that offset (about this many bytes at most),
-    /// which puts every key written since back to its last committed value.
+    /// checkpoint file keeps the offset of the last flushed commit. After a crash the store
+    /// holds that commit and possibly part of the later ones; restore replays the log from
+    /// that offset (about this many bytes at most), which puts every key written since back
+    /// to its last committed value.
     AfterBytes(u64),
 }
 
