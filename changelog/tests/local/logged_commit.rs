@@ -6,8 +6,11 @@
 //! the checkpoint rewrite fail. `ReopenableLog` delegates every call to a real `FileLog` and
 //! only lets the test reopen that log on its directory, as a restarted process would.
 
+use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use crate::logged_common::{
@@ -18,7 +21,7 @@ use statestore_changelog::{
     Changelog, ChangelogRecord, CheckpointPolicy, CommitPolicy, FileLog, Framing, LoggedStore,
     LoggedStoreConfig, read_checkpoint,
 };
-use store_api::{BatchOp, ErrorKind, KeyValueStore, Result};
+use store_api::{BatchOp, ErrorKind, KeyValueStore, Result, WriteBatch};
 
 /// A real `FileLog` the test can close and reopen under a running `LoggedStore`.
 #[derive(Debug)]
@@ -261,6 +264,59 @@ fn writers_see_their_writes_while_another_thread_commits() {
     store.commit().expect("commit");
     assert_eq!(scan(store.inner().as_ref()).len(), 150);
     assert_eq!(replay(log.as_ref()), scan(store.as_ref()));
+}
+
+/// Readers on other threads never see part of a commit, even on a store whose commit write
+/// is not atomic (sled applies a commit one write at a time): each round sets every key to the
+/// round's value in one batch and commits, and every scan, taken while commits run, finds the
+/// keys at one round.
+#[test]
+fn readers_never_see_part_of_a_commit_that_the_store_applies_one_write_at_a_time() {
+    const KEYS: u32 = 300;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sled: Arc<dyn KeyValueStore> = Arc::from(
+        statestore::open("sled", &dir.path().join("store"), &serde_json::Value::Null)
+            .expect("sled"),
+    );
+    let log = file_log(&dir.path().join("log"));
+    let store = Arc::new(
+        LoggedStore::open(sled, log, checkpoint(dir.path()), every_commit()).expect("open"),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+            thread::spawn(move || {
+                let mut scans = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let rounds: BTreeSet<Vec<u8>> = store
+                        .range(Bound::Unbounded, Bound::Unbounded)
+                        .expect("range")
+                        .map(|pair| pair.expect("pair").1)
+                        .collect();
+                    assert!(
+                        rounds.len() <= 1,
+                        "a scan saw the rounds {rounds:?} at once"
+                    );
+                    scans += 1;
+                }
+                scans
+            })
+        })
+        .collect();
+    for round in 0..200u32 {
+        let mut batch = WriteBatch::new();
+        for key in 0..KEYS {
+            batch.put(format!("k{key:04}"), round.to_be_bytes());
+        }
+        store.write(batch).expect("write");
+        store.commit().expect("commit");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.join().expect("reader") > 0, "a reader never scanned");
+    }
+    assert_eq!(scan(store.inner().as_ref()).len(), KEYS as usize);
 }
 
 /// Below its `AfterBytes`, a commit leaves the checkpoint file alone: the live entry names
