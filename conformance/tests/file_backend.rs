@@ -314,3 +314,37 @@ fn random_kills_catch_a_flush_that_rewrites_in_place() {
         "an unexpected failure: {why}"
     );
 }
+
+/// With `Corruption::Tolerated` (a store that declares `crash_may_corrupt`), a reopen that
+/// fails with `Corruption` is counted and the run goes on in an emptied directory, while lost
+/// flushed batches still fail it: the in-place store's torn files (a kill in the middle of its
+/// rewrite) never end the run as a failed reopen, and it is caught for what it loses, or
+/// reports the corruption it met.
+#[test]
+fn tolerated_corruption_is_counted_and_lost_batches_still_fail() {
+    use statestore_conformance::crash::kills::{Corruption, kill_at_random_with, seed_from_env};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seed = seed_from_env();
+    let outcome = kill_at_random_with(
+        "in_place_crash_child",
+        dir.path(),
+        "in_place",
+        &open_in_place_store,
+        (200, seed),
+        Corruption::Tolerated,
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "in-place rewrite, corruption tolerated: {outcome:?}"
+    );
+    match outcome {
+        Ok(report) => assert!(
+            report.corrupted > 0,
+            "200 kills of an in-place rewrite met no corruption and lost nothing: {report:?}"
+        ),
+        Err(why) => assert!(
+            !why.contains("reopening") && (why.contains("missing") || why.contains("in part")),
+            "a failure other than lost or partial batches: {why}"
+        ),
+    }
+}

@@ -213,6 +213,8 @@ impl KeyValueStore for SledStore {
         Capabilities::new()
             .with_persistent(true)
             .with_snapshot_iterators(false)
+            // A kill -9 at a bad moment can leave sled 0.34 reporting corrupt data on open.
+            .with_crash_may_corrupt(true)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -135,6 +135,19 @@ pub struct KillReport {
     pub unflushed_survivors: u64,
     /// The seed of the kill moments.
     pub seed: u64,
+    /// Reopens that failed with `Corruption`, each followed by emptying the directory: only
+    /// with [`Corruption::Tolerated`], for a store that declares
+    /// [`crash_may_corrupt`](store_api::Capabilities::crash_may_corrupt).
+    pub corrupted: u32,
+}
+
+/// What [`kill_at_random_with`] makes of a reopen that fails with `Corruption`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Corruption {
+    /// A violation, as any other failed reopen.
+    Violation,
+    /// Counted in [`KillReport::corrupted`]; the directory is emptied and the run goes on.
+    Tolerated,
 }
 
 /// Kills the child if the parent fails while it runs.
@@ -170,6 +183,32 @@ pub fn kill_at_random(
     kills: u32,
     seed: u64,
 ) -> Result<KillReport, String> {
+    kill_at_random_with(
+        child_test,
+        dir,
+        scenario,
+        reopen,
+        (kills, seed),
+        Corruption::Violation,
+    )
+}
+
+/// As [`kill_at_random`] (`kills` rounds at moments drawn from `seed`), with `corruption`
+/// saying what a reopen that fails with `Corruption` is.
+///
+/// # Errors
+/// As [`kill_at_random`].
+///
+/// # Panics
+/// As [`kill_at_random`].
+pub fn kill_at_random_with(
+    child_test: &str,
+    dir: &Path,
+    scenario: &str,
+    reopen: &dyn StoreFactory,
+    (kills, seed): (u32, u64),
+    corruption: Corruption,
+) -> Result<KillReport, String> {
     let scratch = tempfile::Builder::new()
         .prefix("statestore-kills-")
         .tempdir()
@@ -199,8 +238,20 @@ pub fn kill_at_random(
         let flushed = acknowledged(&acks, round);
         required.extend((0..flushed).map(|batch| (round, batch)));
         report.flushed_batches += u64::from(flushed);
-        let found = check(dir, reopen, &required)
-            .map_err(|why| format!("kill {round} of {kills} (seed {seed}): {why}"))?;
+        let found = match check(dir, reopen, &required) {
+            Err(Failed::Corrupt(_)) if corruption == Corruption::Tolerated => {
+                report.corrupted += 1;
+                report.kills += 1;
+                std::fs::remove_dir_all(dir).expect("emptying the corrupted store's directory");
+                std::fs::create_dir_all(dir).expect("recreating the store's directory");
+                required.clear();
+                continue;
+            }
+            Err(Failed::Corrupt(why) | Failed::Other(why)) => {
+                return Err(format!("kill {round} of {kills} (seed {seed}): {why}"));
+            }
+            Ok(found) => found,
+        };
         let unflushed = found.iter().filter(|&&(r, b)| r == round && b >= flushed);
         report.unflushed_survivors += unflushed.count() as u64;
         // The parent's `close` flushed what the reopen found: it must stay from now on.
@@ -254,25 +305,37 @@ fn acknowledged(acks: &Path, round: u32) -> u32 {
         .unwrap_or(0)
 }
 
+/// Why a check after a kill failed.
+enum Failed {
+    /// The reopen failed with `Corruption`.
+    Corrupt(String),
+    /// Any other violation.
+    Other(String),
+}
+
 /// Reopens `dir`, checks every key, and returns the batches found (all whole).
 fn check(
     dir: &Path,
     reopen: &dyn StoreFactory,
     required: &BTreeSet<(u32, u32)>,
-) -> Result<BTreeSet<(u32, u32)>, String> {
-    let store = reopen
-        .open(dir)
-        .map_err(|err| format!("reopening after the kill failed: {err}"))?;
-    let found = batches_in(store.as_ref())?;
+) -> Result<BTreeSet<(u32, u32)>, Failed> {
+    let store = reopen.open(dir).map_err(|err| {
+        let why = format!("reopening after the kill failed: {err}");
+        match err.kind() {
+            store_api::ErrorKind::Corruption => Failed::Corrupt(why),
+            _ => Failed::Other(why),
+        }
+    })?;
+    let found = batches_in(store.as_ref()).map_err(Failed::Other)?;
     store
         .close()
-        .map_err(|err| format!("closing after the check failed: {err}"))?;
+        .map_err(|err| Failed::Other(format!("closing after the check failed: {err}")))?;
     if let Some((round, batch)) = required.difference(&found).next() {
         let missing = required.difference(&found).count();
-        return Err(format!(
+        return Err(Failed::Other(format!(
             "{missing} batches that were flushed are missing after the kill, the first: batch \
              {batch} of round {round}"
-        ));
+        )));
     }
     Ok(found)
 }

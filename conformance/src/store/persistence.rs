@@ -10,7 +10,7 @@ use super::support::{
     all, assert_bytes_eq, assert_kind, get, keys, owned, pattern, persistent_or_skip, put_keys,
     reverse_scan,
 };
-use crate::crash::kills::{kill_at_random, kills_from_env, seed_from_env};
+use crate::crash::kills::{Corruption, kill_at_random_with, kills_from_env, seed_from_env};
 use crate::crash::{CHILD_TEST, Survivors, run_child};
 use crate::{StoreFactory, StoreFixture};
 
@@ -228,16 +228,31 @@ pub fn crash_keeps_flushed_writes_and_whole_batches(factory: &dyn StoreFactory) 
 /// next child on the same directory: `STATESTORE_CONFORMANCE_KILLS` times (default 20), at
 /// moments drawn from `STATESTORE_CONFORMANCE_KILL_SEED` (default from the clock; a failure
 /// names it). A store that rewrites its files in place during `flush` fails this. See
-/// [`crate::crash::kills`].
+/// [`crate::crash::kills`]. A store that declares
+/// [`crash_may_corrupt`](store_api::Capabilities::crash_may_corrupt) may instead fail a reopen
+/// with `Corruption` (the run counts it and goes on in an emptied directory), but not every
+/// one of them.
 pub fn random_kills_keep_flushed_batches_whole(factory: &dyn StoreFactory) {
     let fx = StoreFixture::new(factory);
     if !persistent_or_skip(&fx, "random_kills_keep_flushed_batches_whole") {
         return;
     }
+    let corruption = if fx.store().capabilities().crash_may_corrupt {
+        Corruption::Tolerated
+    } else {
+        Corruption::Violation
+    };
     fx.store().close().expect("close before the crash children");
     let (kills, seed) = (kills_from_env(), seed_from_env());
-    let report = kill_at_random(CHILD_TEST, fx.dir(), "conformance", factory, kills, seed)
-        .unwrap_or_else(|why| panic!("random kills: {why}"));
+    let report = kill_at_random_with(
+        CHILD_TEST,
+        fx.dir(),
+        "conformance",
+        factory,
+        (kills, seed),
+        corruption,
+    )
+    .unwrap_or_else(|why| panic!("random kills: {why}"));
     // Past the harness's capture, so a plain `cargo test` shows what was tried.
     let _ = writeln!(
         std::io::stderr(),
@@ -245,6 +260,10 @@ pub fn random_kills_keep_flushed_batches_whole(factory: &dyn StoreFactory) {
         fx.store().name()
     );
     assert_eq!(report.kills, kills);
+    assert!(
+        report.corrupted < kills,
+        "every reopen after {kills} kills found corruption: {report:?}"
+    );
     assert!(
         report.flushed_batches > 0,
         "no batch was flushed before any of {kills} kills: {report:?}"
