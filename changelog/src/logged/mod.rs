@@ -115,8 +115,8 @@ impl Default for LoggedStoreConfig {
 /// ranges and prefix scans merge the buffer over the store. A commit:
 /// 1. appends the latest write of each buffered key to the changelog and syncs it;
 /// 2. applies them to the store, not atomically
-///    ([`write_ops_non_atomic`](KeyValueStore::write_ops_non_atomic)): readers see them in
-///    the buffer until the commit ends, so no reader sees part of a commit;
+///    ([`write_ops_non_atomic`](KeyValueStore::write_ops_non_atomic)): reads find them in
+///    the buffer until the commit ends, so a half-applied commit hides none of them;
 /// 3. when the [`CheckpointPolicy`] says so, flushes the store and rewrites the checkpoint
 ///    to the offset of the last record appended; otherwise records that offset only in the
 ///    checkpoint's live entries, and the file keeps the last flushed one.
