@@ -13,6 +13,9 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use statestore_conformance::crash::kills::{
+    Corruption, KillReport, kill_at_random_with, seed_from_env,
+};
 use store_api::bounds::{OwnedBound, to_owned_bound};
 use store_api::limits::{check_entry, check_key};
 use store_api::{BatchOp, Capabilities, Error, KeyValueStore, KvIter, KvPair, Result, WriteBatch};
@@ -291,23 +294,27 @@ fn in_place_crash_child() {
     statestore_conformance::crash::child(|dir, _scenario| open_in_place_store(dir));
 }
 
-/// The random-kill case cannot pass by accident: on the store whose `flush` rewrites its file
-/// in place it finds lost flushed batches or a file that no longer opens, well within the
-/// kills the run allows.
-#[test]
-fn random_kills_catch_a_flush_that_rewrites_in_place() {
-    use statestore_conformance::crash::kills::{kill_at_random, seed_from_env};
+/// 200 random kills of the child looping on the in-place store in a new directory.
+fn kill_in_place(corruption: Corruption) -> std::result::Result<KillReport, String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let seed = seed_from_env();
-    let outcome = kill_at_random(
+    kill_at_random_with(
         "in_place_crash_child",
         dir.path(),
         "in_place",
         &open_in_place_store,
         200,
-        seed,
-    );
-    let why = outcome.expect_err("200 random kills found nothing wrong with an in-place rewrite");
+        seed_from_env(),
+        corruption,
+    )
+}
+
+/// The random-kill case cannot pass by accident: on the store whose `flush` rewrites its file
+/// in place it finds lost flushed batches or a file that no longer opens, well within the
+/// kills the run allows.
+#[test]
+fn random_kills_catch_a_flush_that_rewrites_in_place() {
+    let why = kill_in_place(Corruption::Violation)
+        .expect_err("200 random kills found nothing wrong with an in-place rewrite");
     let _ = writeln!(std::io::stderr(), "in-place rewrite caught: {why}");
     assert!(
         why.contains("missing") || why.contains("reopening") || why.contains("in part"),
@@ -322,17 +329,7 @@ fn random_kills_catch_a_flush_that_rewrites_in_place() {
 /// reports the corruption it met.
 #[test]
 fn tolerated_corruption_is_counted_and_lost_batches_still_fail() {
-    use statestore_conformance::crash::kills::{Corruption, kill_at_random_with, seed_from_env};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let seed = seed_from_env();
-    let outcome = kill_at_random_with(
-        "in_place_crash_child",
-        dir.path(),
-        "in_place",
-        &open_in_place_store,
-        (200, seed),
-        Corruption::Tolerated,
-    );
+    let outcome = kill_in_place(Corruption::Tolerated);
     let _ = writeln!(
         std::io::stderr(),
         "in-place rewrite, corruption tolerated: {outcome:?}"

@@ -185,11 +185,6 @@ pub struct LoggedStore {
     fenced_keys: Mutex<BTreeSet<Vec<u8>>>,
     /// The record bytes committed since the store was last flushed and checkpointed.
     unflushed: Mutex<u64>,
-    /// Whether the store keeps its content across a reopen. A store that does not is never
-    /// flushed for a checkpoint and never named in the checkpoint file (as Kafka Streams
-    /// checkpoints persistent stores only): it restores from the log's start anyway, so the
-    /// file's fsyncs would buy nothing. Its live entry is kept.
-    persistent: bool,
 }
 
 /// How often a fence reads its log again, 50 ms apart, until it sees its own commit.
@@ -282,7 +277,6 @@ impl LoggedStore {
         listener: &mut dyn RestoreListener,
     ) -> Result<LoggedStore> {
         let batch = config.restore_batch_records;
-        let persistent = store.capabilities().persistent;
         let mut logged = LoggedStore {
             store,
             log,
@@ -295,7 +289,6 @@ impl LoggedStore {
             fence: Mutex::new(None),
             fenced_keys: Mutex::new(BTreeSet::new()),
             unflushed: Mutex::new(0),
-            persistent,
         };
         // A writer that committed while this store restored (a previous owner not yet aware
         // that it lost the partition) is caught up with by restoring again.
@@ -444,7 +437,7 @@ impl LoggedStore {
     fn committed(&self, last: u64, bytes: u64) -> Result<()> {
         let mut unflushed = self.unflushed.lock();
         let pending = unflushed.saturating_add(bytes);
-        let due = self.persistent
+        let due = self.persistent()
             && match self.config.checkpoint_policy {
                 CheckpointPolicy::EveryCommit => true,
                 CheckpointPolicy::AfterBytes(limit) => pending >= limit,
@@ -459,6 +452,14 @@ impl LoggedStore {
             *unflushed = pending;
         }
         Ok(())
+    }
+
+    /// Whether the store keeps its content across a reopen. A store that does not is never
+    /// flushed for a checkpoint and never named in the checkpoint file (as Kafka Streams
+    /// checkpoints persistent stores only): it restores from the log's start anyway, so the
+    /// file's fsyncs would buy nothing. Its live entry is kept.
+    fn persistent(&self) -> bool {
+        self.store.capabilities().persistent
     }
 
     /// Flushes the wrapped store and checkpoints the last commit it holds, whatever the
@@ -487,7 +488,7 @@ impl LoggedStore {
         if let Some(last) = self
             .checkpoint
             .get(topic, partition)
-            .filter(|_| self.persistent)
+            .filter(|_| self.persistent())
         {
             self.checkpoint.stage(topic, partition, last)?;
         }
@@ -525,7 +526,7 @@ impl LoggedStore {
         match offsets.end.checked_sub(1) {
             Some(last) if !offsets.is_empty() => {
                 let (topic, partition) = (self.log.topic(), self.log.partition());
-                if self.persistent {
+                if self.persistent() {
                     self.checkpoint.set(topic, partition, last)
                 } else {
                     self.checkpoint.advance(topic, partition, last)

@@ -249,7 +249,8 @@ pub fn random_kills_keep_flushed_batches_whole(factory: &dyn StoreFactory) {
         fx.dir(),
         "conformance",
         factory,
-        (kills, seed),
+        kills,
+        seed,
         corruption,
     )
     .unwrap_or_else(|why| panic!("random kills: {why}"));
