@@ -1,105 +1,160 @@
 #!/usr/bin/env bash
-# A local Kafka-protocol broker on loopback for the Kafka integration tests: nisshi 0.8.1 (the
-# default), or tansu 0.6.0 with two fixes (STATESTORE_BROKER=tansu).
+# The test broker on loopback: Apache Kafka 4.4 (KRaft, jars from Maven Central), one combined
+# broker/controller node or a cluster of N; or nisshi 0.8.1, a lighter one-node broker
+# (STATESTORE_BROKER=nisshi).
 #
-#   scripts/broker.sh install  build the broker if missing (nothing else; see below)
-#   scripts/broker.sh start    build it if missing, start it, print the bootstrap address
-#   scripts/broker.sh stop     stop it and remove its working directory
-#   scripts/broker.sh status   print the bootstrap address and pid; exit 1 when not running
-#   scripts/broker.sh bin      print the broker's path; exit 1 when it is not built
+#   scripts/broker.sh install          install the broker if missing (Java, Maven, the jars)
+#   scripts/broker.sh start [N]        install it if missing, start N nodes (default 1), print
+#                                      the bootstrap addresses (comma-separated)
+#   scripts/broker.sh stop             stop every node and remove the working directory
+#   scripts/broker.sh status           print the bootstrap addresses; exit 1 when not running
+#   scripts/broker.sh kill NODE        SIGKILL node NODE (1..N); its data stays
+#   scripts/broker.sh restart NODE     start node NODE again on its data
+#   scripts/broker.sh pause NODE       SIGSTOP node NODE;  resume NODE: SIGCONT
+#   scripts/broker.sh port NODE        print node NODE's client port
+#   scripts/broker.sh log NODE         print the path of node NODE's log
 #
 # Typical use:
 #   export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)
 #   cargo test -p statestore-changelog
 #   scripts/broker.sh stop
 #
-# Every command is idempotent: `start` on a running broker prints its address again, `stop`
-# without one does nothing. The broker keeps its records in SQLite (`sqlite://<name>.db`) in a
-# fresh `mktemp -d` directory; the tests never use a `memory://` engine (tansu's loses
-# records). Progress goes to stderr; stdout carries only the address.
+# Every command is idempotent: `start` on a running cluster prints its addresses again, `stop`
+# without one does nothing. Progress goes to stderr; stdout carries only the answer. The tests
+# that kill brokers run clusters of their own through this script, each with its own
+# STATESTORE_BROKER_STATE and STATESTORE_KAFKA_PORT (see statestore-test-support).
 #
 # Environment:
-#   STATESTORE_BROKER         nisshi (default) or tansu; the tests turn on the tansu workarounds
-#                             (`TasksConfig::tansu_workarounds`) when it is tansu
-#   STATESTORE_KAFKA_PORT     port to listen on (default 19092)
-#   STATESTORE_BROKER_ENGINE  sqlite (default) or memory: nisshi's in-memory engine, which
-#                             serves fetches about ten times faster, for benchmarks only
+#   STATESTORE_BROKER         kafka (default) or nisshi (one node only)
+#   STATESTORE_KAFKA_PORT     node 1's client port (default 19092); node i listens on
+#                             PORT+2(i-1) and, with Kafka, its controller on the port after it
 #   STATESTORE_BROKER_STATE   state file (default ${TMPDIR:-/tmp}/statestore-broker.env)
-#   STATESTORE_BROKER_WAIT    seconds to wait for the port to accept connections (default 60)
-#   STATESTORE_BROKER_HOME    where the patched tansu is built and kept
+#   STATESTORE_BROKER_WAIT    seconds to wait for a node to serve (default 90)
+#   STATESTORE_BROKER_HOME    where the broker is installed
 #                             (default ${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker)
+#   STATESTORE_BROKER_HEAP    a Kafka node's -Xmx (default 512m)
+#   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
 set -euo pipefail
 
+SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PORT="${STATESTORE_KAFKA_PORT:-19092}"
 STATE="${STATESTORE_BROKER_STATE:-${TMPDIR:-/tmp}/statestore-broker.env}"
-WAIT="${STATESTORE_BROKER_WAIT:-60}"
+WAIT="${STATESTORE_BROKER_WAIT:-90}"
+BROKER_HOME="${STATESTORE_BROKER_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker}"
+BROKER="${STATESTORE_BROKER:-kafka}"
 
 log() { echo "broker.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+case "$BROKER" in
+  kafka | nisshi) ;;
+  *) die "STATESTORE_BROKER must be kafka or nisshi, not '$BROKER'" ;;
+esac
+
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# Loads BROKER_PID, BROKER_DIR and BROKER_ADDR from the state file; false when the broker it
-# names is not running.
-load_state() {
-  [[ -f "$STATE" ]] || return 1
-  # shellcheck disable=SC1090
-  source "$STATE"
-  [[ -n "${BROKER_PID:-}" ]] && alive "$BROKER_PID"
-}
-
-# True when process $1 runs (a killed broker may linger as a zombie until its parent reaps it).
+# True when process $1 runs (a killed node may linger as a zombie until its parent reaps it).
 alive() {
   local stat
   stat=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
   [[ "$stat" != Z* ]]
 }
 
-# The broker is tansu 0.6.0 built from its crates.io sources with two fixes to tansu-storage's
-# SQLite engine (`tansu-storage-0.6.0/src/lite.rs`), under its own name, so an unpatched
-# `tansu` on the PATH or in ~/.cargo/bin is never used.
-#
-# 1. DescribeGroups always failed: `describe_groups` reads the group's stored JSON text and maps
-#    it with `serde_json::Value::from`, which makes a JSON *string* of it rather than parsing
-#    it, so decoding that into a `GroupDetail` fails. The one-line fix parses the text, as
-#    `update_group` in the same file already does:
-#      .map(serde_json::Value::from)
-#      -> .and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))
-#    (`limbo.rs` has the same bug; only `sqlite://`, the libsql feature, is used here.)
-# 2. A fetch looked up each record's headers with a full scan of the `header` table, which
-#    has no index and holds the headers of every record of every topic: a fetch of N records
-#    cost N scans of the broker's whole history (3.7 ms a record at 47k headers), so a 10k-record
-#    restore outlived its 30 s timeout, and fetches slowed down all day. The fix adds one DDL
-#    entry, `create index if not exists header_topition_offset_id on header (topition,
-#    offset_id)`, which also indexes an existing database when the broker starts.
-#
-# Upstream, tansu continues as nisshi, the default broker below.
-#
-# Bump TANSU_BUILD whenever the patch changes: it names the install directory, so every
-# machine (CI too) builds the new one once. Build flags alone (the optimisation level) do not
-# change what the broker does, and need no bump.
-TANSU_VERSION=0.6.0
-TANSU_BUILD="tansu-$TANSU_VERSION-statestore.2"
-BROKER_HOME="${STATESTORE_BROKER_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker}"
-TANSU_ROOT="$BROKER_HOME/$TANSU_BUILD"
-
-tansu_bin() {
-  [[ -x "$TANSU_ROOT/bin/tansu" ]] || return 1
-  echo "$TANSU_ROOT/bin/tansu"
+apt_install() {
+  local sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  log "installing $* from Debian"
+  $sudo_cmd apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >&2
 }
 
-# nisshi 0.8.1 (tansu's successor) from crates.io, unpatched: its consumer-group coordinator
-# keeps the group when its leader dies, where tansu 0.6 can stall it. It needs rustc 1.96,
-# which Debian bookworm's security suite carries as rustc-web and cargo-web
-# (/usr/bin/rustc and /usr/bin/cargo, beside rustup's toolchain, which stays the default).
+# --- Apache Kafka --------------------------------------------------------------------------
+
+# The jars live in a directory named after the pom's checksum, so a changed pom installs anew.
+kafka_root() {
+  echo "$BROKER_HOME/kafka-$(sha256sum "$SCRIPTS/kafka/pom.xml" | cut -c1-12)"
+}
+
+kafka_installed() { [[ -f "$(kafka_root)/libs/.complete" ]]; }
+
+install_kafka() {
+  command -v java >/dev/null || apt_install openjdk-17-jre-headless
+  command -v mvn >/dev/null || apt_install maven
+  local root work started=$SECONDS
+  root=$(kafka_root)
+  log "installing Apache Kafka's jars from Maven Central into $root/libs (about 55 MB)"
+  work=$(mktemp -d "${TMPDIR:-/tmp}/statestore-kafka-install.XXXXXX")
+  mvn -q -B -Dstyle.color=never -f "$SCRIPTS/kafka/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$work/libs" >&2 ||
+    { rm -rf "$work"; die "mvn could not fetch the Kafka jars (see above)"; }
+  touch "$work/libs/.complete"
+  mkdir -p "$root"
+  rm -rf "$root/libs"
+  mv "$work/libs" "$root/libs"
+  rm -rf "$work"
+  log "installed Apache Kafka in $((SECONDS - started)) s"
+}
+
+# A KRaft cluster id: 16 random bytes, base64url without padding, as Kafka's Uuid prints them.
+cluster_id() { head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22; }
+
+# Writes node $2 of an $3-node cluster into directory $1: server.properties, its data directory
+# formatted, and run.sh, which starts it (used again by `restart`).
+prepare_kafka_node() {
+  local dir=$1 node=$2 nodes=$3 id=$4 root voters="" i
+  root=$(kafka_root)
+  for ((i = 1; i <= nodes; i++)); do
+    voters+="${voters:+,}$i@127.0.0.1:$((PORT + 2 * (i - 1) + 1))"
+  done
+  local port=$((PORT + 2 * (node - 1)))
+  local replicas=$((nodes < 3 ? nodes : 3))
+  # With three replicas, two must hold a write before acks=all returns (Kafka's advice).
+  local min_isr=$((replicas >= 3 ? 2 : 1))
+  mkdir -p "$dir"
+  cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$node
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$((port + 1))
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+default.replication.factor=$replicas
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$replicas
+transaction.state.log.replication.factor=$replicas
+transaction.state.log.min.isr=$min_isr
+num.partitions=1
+# A test's group forms at once instead of 3 s after its first member joins.
+group.initial.rebalance.delay.ms=0
+# Sessions as short as the tests' (Kafka's minimum is 6 s).
+group.min.session.timeout.ms=1000
+EOF
+  java -cp "$root/libs/*" -Dlog4j2.configurationFile="$SCRIPTS/kafka/log4j2.properties" \
+    kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 ||
+    { cat "$dir/format.log" >&2; die "formatting node $node failed"; }
+  cat >"$dir/run.sh" <<EOF
+#!/usr/bin/env bash
+exec java -Xms128m -Xmx${STATESTORE_BROKER_HEAP:-512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \\
+  -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \\
+  -Dlog4j2.configurationFile="$SCRIPTS/kafka/log4j2.properties" \\
+  -cp "$root/libs/*" kafka.Kafka "$dir/server.properties"
+EOF
+  chmod +x "$dir/run.sh"
+}
+
+# --- nisshi --------------------------------------------------------------------------------
+
+# nisshi 0.8.1 from crates.io, unpatched. It needs rustc 1.96, which Debian bookworm's security
+# suite carries as rustc-web and cargo-web (/usr/bin/rustc and /usr/bin/cargo, beside rustup's
+# toolchain, which stays the default).
 NISSHI_VERSION=0.8.1
 NISSHI_ROOT="$BROKER_HOME/nisshi-$NISSHI_VERSION"
 
-nisshi_bin() {
-  [[ -x "$NISSHI_ROOT/bin/nisshi" ]] || return 1
-  echo "$NISSHI_ROOT/bin/nisshi"
-}
+nisshi_installed() { [[ -x "$NISSHI_ROOT/bin/nisshi" ]]; }
 
 # True when /usr/bin/rustc is at least 1.96.
 new_enough_rustc() {
@@ -108,224 +163,235 @@ new_enough_rustc() {
   [[ -n "$version" ]] && [[ "$(printf '%s\n1.96.0\n' "$version" | sort -V | head -n 1)" == 1.96.0 ]]
 }
 
-build_nisshi() {
-  if ! new_enough_rustc; then
-    log "installing rustc-web and cargo-web (rustc 1.96) from Debian's security suite for nisshi"
-    local sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq rustc-web cargo-web >&2
-    new_enough_rustc || die "rustc-web did not bring rustc 1.96 to /usr/bin/rustc"
-  fi
+install_nisshi() {
+  new_enough_rustc || apt_install rustc-web cargo-web
+  new_enough_rustc || die "rustc-web did not bring rustc 1.96 to /usr/bin/rustc"
   log "building nisshi $NISSHI_VERSION into $NISSHI_ROOT: about 500 crates, unoptimised," \
     "about 16 CPU-minutes (8 min on 2 idle cores)"
-  local started=$SECONDS
+  local started=$SECONDS work
   work=$(mktemp -d "${TMPDIR:-/tmp}/statestore-nisshi-build.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
   CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_TARGET_DIR="$work/target" RUSTC=/usr/bin/rustc \
-    /usr/bin/cargo install nisshi --version "$NISSHI_VERSION" --locked --root "$NISSHI_ROOT" >&2
+    /usr/bin/cargo install nisshi --version "$NISSHI_VERSION" --locked --root "$NISSHI_ROOT" >&2 ||
+    { rm -rf "$work"; die "building nisshi failed"; }
   rm -rf "$work"
-  trap - EXIT
   log "built nisshi $NISSHI_VERSION in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
 }
 
-BROKER="${STATESTORE_BROKER:-nisshi}"
-case "$BROKER" in
-  nisshi | tansu) ;;
-  *) die "STATESTORE_BROKER must be nisshi or tansu, not '$BROKER'" ;;
-esac
+prepare_nisshi_node() {
+  local dir=$1 engine="sqlite://nisshi.db"
+  [[ "${STATESTORE_BROKER_ENGINE:-sqlite}" == memory ]] && engine="memory://nisshi/"
+  mkdir -p "$dir"
+  cat >"$dir/run.sh" <<EOF
+#!/usr/bin/env bash
+cd "$dir"
+exec "$NISSHI_ROOT/bin/nisshi" broker --listener-url tcp://127.0.0.1:$PORT \\
+  --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine "$engine"
+EOF
+  chmod +x "$dir/run.sh"
+}
 
-broker_bin() { "${BROKER}_bin"; }
+# --- both ----------------------------------------------------------------------------------
 
-# Builds the broker unless it is there.
 install_broker() {
-  broker_bin >/dev/null && return 0
+  "${BROKER}_installed" && return 0
   mkdir -p "$BROKER_HOME"
-  # Two installs at once (test.sh and a manual start) would build twice: the second waits.
+  # Two installs at once (test.sh and a manual start) would fetch twice: the second waits.
   exec 9>"$BROKER_HOME/install.lock"
   flock 9
-  broker_bin >/dev/null || "build_$BROKER"
+  "${BROKER}_installed" || "install_$BROKER"
   exec 9>&-
-  broker_bin >/dev/null || die "the $BROKER build finished but its binary is missing"
+  "${BROKER}_installed" || die "installing $BROKER finished, but it is not there"
 }
 
-# Replaces the one occurrence of $2 in file $1 with $3; fails unless $2 occurs exactly once
-# and $3 is there afterwards.
-replace_once() {
-  local file=$1 old=$2 new=$3 text
-  [[ $(grep -cF "$old" "$file") == 1 ]] ||
-    die "expected one '$old' in $file; the patch does not fit these sources"
-  text=$(<"$file")
-  printf '%s\n' "${text/"$old"/"$new"}" >"$file"
-  grep -qF "$new" "$file" || die "patching $file failed"
+# Loads BROKER_DIR, BROKER_ADDR and BROKER_NODES from the state file; false when it has none.
+load_state() {
+  [[ -f "$STATE" ]] || return 1
+  # shellcheck disable=SC1090
+  source "$STATE"
+  [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]]
 }
 
-# Applies both fixes to the tansu-storage sources in directory $1.
-patch_storage() {
-  local file="$1/src/lite.rs"
-  local bug='.map(serde_json::Value::from)'
-  local line
-  line=$(grep -nF "$bug" "$file" | cut -d: -f1)
-  [[ -n "$line" ]] && sed -n "$((line - 30)),${line}p" "$file" | grep -q 'async fn describe_groups' ||
-    die "'$bug' is not in describe_groups of $file; the patch does not fit these sources"
-  replace_once "$file" "$bug" \
-    '.and_then(|text| serde_json::from_str::<serde_json::Value>(text).map_err(Error::from))'
-  local header='("040-header.sql", include_sql!("ddl/040-header.sql")),'
-  replace_once "$file" "$header" "$header
-        (\"041-header-index.sql\", include_sql!(\"ddl/041-header-index.sql\")),"
-  echo 'create index if not exists header_topition_offset_id on header (topition, offset_id);' \
-    >"$1/src/ddl/041-header-index.sql"
+node_dir() { echo "$BROKER_DIR/node$1"; }
+node_pid() { cat "$(node_dir "$1")/pid" 2>/dev/null; }
+node_alive() {
+  local pid
+  pid=$(node_pid "$1") && [[ -n "$pid" ]] && alive "$pid"
+}
+node_port() { echo $((PORT + 2 * ($1 - 1))); }
+
+# True when any node of the cluster runs.
+any_alive() {
+  local i
+  for ((i = 1; i <= BROKER_NODES; i++)); do node_alive "$i" && return 0; done
+  return 1
 }
 
-# One line per [[package]] entry of the Cargo.lock $1.
-lock_entries() { awk 'BEGIN { RS = "" } { gsub(/\n/, " "); print }' "$1"; }
-
-build_tansu() {
-  command -v cargo >/dev/null || die "cargo is needed to build the broker"
-  log "building $TANSU_BUILD (tansu $TANSU_VERSION with the two fixes described in broker.sh) into" \
-    "$TANSU_ROOT: a build of about 400 crates, unoptimised, about 10 CPU-minutes (5 min on 2 idle cores)"
-  local started=$SECONDS
-  work=$(mktemp -d "${TMPDIR:-/tmp}/statestore-tansu-build.XXXXXX")
-  # A failed build leaves nothing behind (its target directory holds gigabytes).
-  trap 'rm -rf "$work"' EXIT
-
-  # The crate sources come from crates.io through cargo itself: `cargo fetch` for a throwaway
-  # package that depends on both leaves their .crate archives in cargo's registry cache.
-  mkdir -p "$work/fetch/src"
-  : >"$work/fetch/src/lib.rs"
-  printf '%s\n' \
-    '[package]' 'name = "statestore-tansu-fetch"' 'version = "0.0.0"' 'edition = "2021"' \
-    '[dependencies]' \
-    "tansu = { version = \"=$TANSU_VERSION\", default-features = false }" \
-    "tansu-storage = { version = \"=$TANSU_VERSION\", default-features = false }" \
-    '[workspace]' >"$work/fetch/Cargo.toml"
-  cargo fetch --manifest-path "$work/fetch/Cargo.toml" \
-    --target "$(rustc -vV | sed -n 's/^host: //p')" >&2
-  local crate archive
-  for crate in tansu tansu-storage; do
-    archive=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/cache" \
-      -name "$crate-$TANSU_VERSION.crate" | head -n 1)
-    [[ -n "$archive" ]] || die "cargo fetch left no $crate-$TANSU_VERSION.crate"
-    tar -xzf "$archive" -C "$work"
-  done
-  local src="$work/tansu-$TANSU_VERSION" storage="$work/tansu-storage-$TANSU_VERSION"
-  patch_storage "$storage"
-
-  # tansu's own Cargo.lock pins every dependency. The patch must turn only tansu-storage's
-  # entry into a path entry: resolve once without --locked, check that nothing else moved,
-  # then build with --locked.
-  printf '\n[workspace]\n\n[patch.crates-io]\ntansu-storage = { path = "%s" }\n' "$storage" \
-    >>"$src/Cargo.toml"
-  cp "$src/Cargo.lock" "$work/Cargo.lock.orig"
-  cargo metadata --format-version 1 --manifest-path "$src/Cargo.toml" >/dev/null
-  local moved
-  moved=$(diff <(lock_entries "$work/Cargo.lock.orig") <(lock_entries "$src/Cargo.lock") |
-    grep '^[<>]' | grep -vF 'name = "tansu-storage"' || true)
-  [[ -z "$moved" ]] || die "the patch moved other entries of tansu's Cargo.lock: $moved"
-  diff -q "$work/Cargo.lock.orig" "$src/Cargo.lock" >/dev/null &&
-    die "tansu-storage is still the crates.io one in Cargo.lock; the patch was not applied"
-
-  # Its own target directory, removed afterwards: tansu's build must not fill the workspace's
-  # shared cache. Unoptimised: the build took 4:57 on 2 idle cores against 9:33 at opt-level 1
-  # (`cargo install --timings`: 489 unit-seconds against 1080; 27 CPU-minutes at the default
-  # of 3), and the broker serves the tests nearly as fast: the Kafka test binaries took 186 s
-  # against 182 s (kafka_conformance, kafka_log, kafka_restore, tasks_kafka, failover). The
-  # Kafka cases of the `changelog` bench measure the broker's rate, so the figures docs/benchmarks.md
-  # gives for them come from a broker built at 1 or 3.
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_TARGET_DIR="$work/target" cargo install --locked --path "$src" --features libsql \
-    --root "$TANSU_ROOT" >&2
-  rm -rf "$work"
-  trap - EXIT
-  log "built $TANSU_BUILD in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
+# Starts node $1 from its run.sh, in its own session, so a Ctrl-C meant for the tests does not
+# stop it mid-run.
+launch_node() {
+  local dir
+  dir=$(node_dir "$1")
+  # wait_node reads only what this run logs.
+  stat -c %s "$dir/broker.log" >"$dir/log-offset" 2>/dev/null || echo 0 >"$dir/log-offset"
+  (exec setsid "$dir/run.sh" >>"$dir/broker.log" 2>&1) &
+  echo $! >"$dir/pid"
 }
 
-start() {
-  if load_state; then
-    log "already running (pid $BROKER_PID, dir $BROKER_DIR)"
-    echo "$BROKER_ADDR"
-    return 0
-  fi
-  # A state file whose broker died (a reboot, a kill): drop its directory and start afresh.
-  [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
-  rm -f "$STATE"
-  port_open "$PORT" && die "port $PORT is already in use; set STATESTORE_KAFKA_PORT to a free port"
-  install_broker
-  local bin dir addr pid
-  bin=$(broker_bin)
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/statestore-broker.XXXXXX")
-  addr="127.0.0.1:$PORT"
-  local engine="sqlite://$BROKER.db"
-  if [[ "${STATESTORE_BROKER_ENGINE:-sqlite}" == memory ]]; then
-    [[ "$BROKER" == nisshi ]] || die "STATESTORE_BROKER_ENGINE=memory is for nisshi only"
-    engine="memory://nisshi/"
-  fi
-  (
-    cd "$dir"
-    # Its own session, so a Ctrl-C meant for the tests does not stop the broker mid-run.
-    exec setsid "$bin" broker \
-      --listener-url "tcp://$addr" \
-      --advertised-listener-url "tcp://$addr" \
-      --storage-engine "$engine" \
-      >"$dir/broker.log" 2>&1
-  ) &
-  pid=$!
-  printf 'BROKER_PID=%s\nBROKER_DIR=%q\nBROKER_ADDR=%s\n' "$pid" "$dir" "$addr" >"$STATE"
-  local waited=0
-  until port_open "$PORT"; do
-    if ! alive "$pid"; then
-      tail -n 20 "$dir/broker.log" >&2 || true
-      rm -f "$STATE"
-      die "$BROKER exited before listening on $addr (log above, dir $dir)"
+# Waits until node $1 serves: its port accepts connections and, for Kafka, it has logged that
+# it started (the port opens before the node has joined the quorum).
+wait_node() {
+  local node=$1 dir port waited=0
+  dir=$(node_dir "$node")
+  port=$(node_port "$node")
+  until port_open "$port" &&
+    { [[ "$BROKER" == nisshi ]] ||
+      tail -c +$(($(cat "$dir/log-offset") + 1)) "$dir/broker.log" | grep -q "Kafka Server started"; }; do
+    if ! node_alive "$node"; then
+      tail -n 30 "$dir/broker.log" >&2 || true
+      die "node $node exited before serving on 127.0.0.1:$port (log above, $dir/broker.log)"
     fi
-    if ((waited >= WAIT * 10)); then
-      stop
-      die "$BROKER did not accept connections on $addr within ${WAIT}s"
-    fi
+    ((waited >= WAIT * 10)) && die "node $node did not serve on 127.0.0.1:$port within ${WAIT}s"
     sleep 0.1
     waited=$((waited + 1))
   done
-  log "$BROKER listening on $addr (pid $pid, dir $dir, log $dir/broker.log)"
+}
+
+start() {
+  local nodes=${1:-1}
+  [[ "$nodes" =~ ^[1-9][0-9]?$ ]] || die "start takes a node count (1-99), not '$nodes'"
+  if load_state && any_alive; then
+    log "already running ($BROKER_NODES node(s), dir $BROKER_DIR)"
+    echo "$BROKER_ADDR"
+    return 0
+  fi
+  # A state file whose cluster died (a reboot, a kill): drop its directory and start afresh.
+  [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
+  rm -f "$STATE"
+  [[ "$BROKER" == kafka || "$nodes" == 1 ]] || die "nisshi runs one node only"
+  local i addr=""
+  for ((i = 1; i <= nodes; i++)); do
+    port_open "$(node_port "$i")" &&
+      die "port $(node_port "$i") is already in use; set STATESTORE_KAFKA_PORT to a free port"
+    [[ "$BROKER" == kafka ]] && port_open $(($(node_port "$i") + 1)) &&
+      die "port $(($(node_port "$i") + 1)) is already in use; set STATESTORE_KAFKA_PORT"
+    addr+="${addr:+,}127.0.0.1:$(node_port "$i")"
+  done
+  install_broker
+  BROKER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/statestore-broker.XXXXXX")
+  BROKER_NODES=$nodes
+  BROKER_ADDR=$addr
+  printf 'BROKER_KIND=%s\nBROKER_DIR=%q\nBROKER_ADDR=%s\nBROKER_NODES=%s\n' \
+    "$BROKER" "$BROKER_DIR" "$BROKER_ADDR" "$BROKER_NODES" >"$STATE"
+  if [[ "$BROKER" == kafka ]]; then
+    local id pids=()
+    id=$(cluster_id)
+    # Formatting starts a JVM per node: in parallel.
+    for ((i = 1; i <= nodes; i++)); do
+      prepare_kafka_node "$(node_dir "$i")" "$i" "$nodes" "$id" &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || { stop; die "preparing the nodes failed"; }; done
+  else
+    prepare_nisshi_node "$(node_dir 1)"
+  fi
+  for ((i = 1; i <= nodes; i++)); do launch_node "$i"; done
+  for ((i = 1; i <= nodes; i++)); do
+    (wait_node "$i") || { stop; die "the cluster did not start"; }
+  done
+  log "$BROKER: $nodes node(s) serving on $addr (dir $BROKER_DIR, logs node*/broker.log)"
   echo "$addr"
 }
 
+# Sends signal $1 to every node (their run.sh exec'd the broker, so the pid is the broker's).
+signal_all() {
+  local i pid
+  for ((i = 1; i <= BROKER_NODES; i++)); do
+    pid=$(node_pid "$i") || continue
+    kill "-$1" "$pid" 2>/dev/null || true
+  done
+}
+
 stop() {
-  if [[ -f "$STATE" ]]; then
-    # shellcheck disable=SC1090
-    source "$STATE"
-    if [[ -n "${BROKER_PID:-}" ]] && alive "$BROKER_PID"; then
-      kill "$BROKER_PID" 2>/dev/null || true
-      for _ in $(seq 50); do
-        alive "$BROKER_PID" || break
-        sleep 0.1
-      done
-      kill -9 "$BROKER_PID" 2>/dev/null || true
-      log "stopped the broker (pid $BROKER_PID)"
-    fi
-    [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
-    rm -f "$STATE"
+  if load_state; then
+    signal_all CONT
+    signal_all TERM
+    local i
+    for _ in $(seq 100); do
+      any_alive || break
+      sleep 0.1
+    done
+    signal_all KILL
+    for ((i = 1; i <= BROKER_NODES; i++)); do
+      while node_alive "$i"; do sleep 0.05; done
+    done
+    log "stopped $BROKER_NODES node(s)"
+    rm -rf "$BROKER_DIR"
   else
     log "not running"
   fi
+  rm -f "$STATE"
 }
 
 status() {
-  if load_state; then
+  if load_state && any_alive; then
     echo "$BROKER_ADDR"
-    log "running (pid $BROKER_PID, dir $BROKER_DIR)"
+    local i
+    for ((i = 1; i <= BROKER_NODES; i++)); do
+      if node_alive "$i"; then log "node $i: pid $(node_pid "$i"), port $(node_port "$i")"; else
+        log "node $i: down"; fi
+    done
   else
     log "not running"
     return 1
   fi
 }
 
+# Checks that argument $1 names a node of the running cluster.
+need_node() {
+  load_state || die "not running"
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= BROKER_NODES)) ||
+    die "NODE must be 1..$BROKER_NODES, not '${1:-}'"
+}
+
+kill_node() {
+  need_node "$1"
+  local pid
+  pid=$(node_pid "$1") || return 0
+  kill -9 "$pid" 2>/dev/null || true
+  while alive "$pid"; do sleep 0.05; done
+  log "killed node $1 (pid $pid)"
+}
+
+restart_node() {
+  need_node "$1"
+  if node_alive "$1"; then
+    log "node $1 is running"
+    return 0
+  fi
+  launch_node "$1"
+  wait_node "$1"
+  log "node $1 serving again on port $(node_port "$1") (pid $(node_pid "$1"))"
+}
+
+signal_node() {
+  need_node "$2"
+  node_alive "$2" || die "node $2 is not running"
+  kill "-$1" "$(node_pid "$2")"
+}
+
 case "${1:-}" in
   install) install_broker ;;
-  start) start ;;
+  start) start "${2:-1}" ;;
   stop) stop ;;
   status) status ;;
-  bin) broker_bin || die "$BROKER is not built; scripts/broker.sh install builds it" ;;
+  kill) kill_node "${2:-}" ;;
+  restart) restart_node "${2:-}" ;;
+  pause) signal_node STOP "${2:-}" ;;
+  resume) signal_node CONT "${2:-}" ;;
+  port) need_node "${2:-}" && node_port "$2" ;;
+  log) need_node "${2:-}" && echo "$(node_dir "$2")/broker.log" ;;
   *)
-    echo "usage: $0 install|start|stop|status|bin" >&2
+    echo "usage: $0 install|start [N]|stop|status|kill N|restart N|pause N|resume N|port N|log N" >&2
     exit 2
     ;;
 esac

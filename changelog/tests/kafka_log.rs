@@ -139,7 +139,7 @@ fn appends_time_out_while_the_broker_is_down_and_resume_after() {
     if kafka_support::bootstrap("appends_time_out_while_the_broker_is_down").is_none() {
         return;
     }
-    let mut broker = kafka_support::Tansu::start();
+    let broker = kafka_support::Cluster::start(1);
     let config = KafkaConfig {
         produce_timeout_ms: 3_000,
         admin_timeout_ms: 5_000,
@@ -148,7 +148,7 @@ fn appends_time_out_while_the_broker_is_down_and_resume_after() {
     let log = KafkaLog::open(config, 0).unwrap();
     let before = log.append(&[put("a", "1"), put("b", "2")]).unwrap();
 
-    broker.kill();
+    broker.kill(1);
     let started = Instant::now();
     let err = log.append(&[put("c", "3")]).unwrap_err();
     let took = started.elapsed();
@@ -158,7 +158,7 @@ fn appends_time_out_while_the_broker_is_down_and_resume_after() {
         "append took {took:?} with a 3 s timeout"
     );
 
-    broker.restart();
+    broker.restart(1);
     let within = Duration::from_secs(30);
     let after = retry(within, || log.append(&[put("c", "3"), delete("a")]));
     assert!(after.start >= before.end, "{before:?} then {after:?}");

@@ -36,9 +36,6 @@ APP="figures-$RUN"
 declare -A PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
-# On tansu (STATESTORE_BROKER=tansu, as for scripts/broker.sh) its workarounds are turned on.
-TANSU=()
-[[ "${STATESTORE_BROKER:-nisshi}" == tansu ]] && TANSU=(--tansu-workarounds)
 
 ms() { date +%s%3N; }
 
@@ -54,7 +51,7 @@ start() {
   "$BIN" run --bootstrap "$BROKER" --topic "$TOPIC" --application-id "$APP" \
     --backend "$BACKEND" --session-timeout-ms "$SESSION" --commit-interval-ms 1000 \
     --num-standby-replicas "${REPLICAS:-0}" \
-    --state-dir "$WORK/$name" --stop-on-stdin-eof "${TANSU[@]}" "$@" <"$WORK/$name.in" \
+    --state-dir "$WORK/$name" --stop-on-stdin-eof "$@" <"$WORK/$name.in" \
     2>"$WORK/$name.log" &
   PIDS[$name]=$!
   eval "exec {fd_$name}>\"$WORK/$name.in\""

@@ -2,7 +2,6 @@
 
 mod batch;
 mod standbys;
-mod tansu;
 
 pub(crate) use batch::PartitionQueues;
 pub use batch::ProcessorPool;
@@ -54,8 +53,7 @@ pub(crate) fn past_whole_ms(timeout: Duration) -> Duration {
 }
 
 /// The longest the group-list request is left alone after it failed: a coordinator that cannot
-/// describe groups (unpatched tansu 0.6 on SQLite, see `scripts/broker.sh`) also closes the
-/// connection, which the group's heartbeats share.
+/// describe groups may also close the connection, which the group's heartbeats share.
 const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
 
 /// One instance of a partitioned application: a member of the consumer group
@@ -70,14 +68,8 @@ pub struct Application {
     last_group_check: Instant,
     /// The wait before the next `DescribeGroups`, doubled after each failure.
     describe_backoff: Duration,
-    last_progress_check: Instant,
     /// When the tasks' wall-clock punctuators were last looked at.
     last_wall_clock: Instant,
-    /// The group offset of each input partition (topic, partition) owned elsewhere and
-    /// lagging, and since when it has not moved.
-    progress: BTreeMap<(String, u32), (Offset, Instant)>,
-    /// The rebalance count when `progress` was started.
-    progress_since: u64,
     closed: bool,
 }
 
@@ -158,10 +150,7 @@ impl Application {
             last_cleanup: Instant::now(),
             last_group_check: Instant::now(),
             describe_backoff: GROUP_CHECK_INTERVAL,
-            last_progress_check: Instant::now(),
             last_wall_clock: Instant::now(),
-            progress: BTreeMap::new(),
-            progress_since: 0,
             closed: false,
         })
     }
@@ -256,8 +245,7 @@ impl Application {
     }
 
     /// What every poll does after processing: commits when a store is `full` or the commit
-    /// interval has passed, follows the group's assignment with the standby copies, and checks
-    /// the progress of partitions owned elsewhere (tansu workarounds).
+    /// interval has passed, and follows the group's assignment with the standby copies.
     fn maintain(&mut self, full: bool) -> Result<()> {
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
@@ -267,12 +255,6 @@ impl Application {
         {
             self.maintain_standbys()?;
             self.last_group_check = Instant::now();
-        }
-        if self.shared.config.tansu_workarounds
-            && self.last_progress_check.elapsed() >= self.shared.config.progress_check_interval()
-        {
-            self.check_progress()?;
-            self.last_progress_check = Instant::now();
         }
         Ok(())
     }

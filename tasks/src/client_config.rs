@@ -4,11 +4,6 @@ use rdkafka::ClientConfig;
 
 use crate::config::TasksConfig;
 
-/// With `tansu_workarounds`, how long a broker may hold a fetch that finds nothing new, unless
-/// the properties say otherwise: tansu 0.6 sleeps for half of it after every fetch, even one
-/// that found records.
-const TANSU_FETCH_WAIT_MS: &str = "20";
-
 /// How often the group consumer's statistics (and so the tasks' lag metric) are refreshed,
 /// unless the properties say otherwise.
 const STATISTICS_INTERVAL_MS: &str = "5000";
@@ -38,9 +33,6 @@ pub(crate) fn base_config(config: &TasksConfig) -> ClientConfig {
 /// The group consumer: no automatic commits, positions from the tasks.
 pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
     let mut client = base_config(config);
-    if config.tansu_workarounds && client.get("fetch.wait.max.ms").is_none() {
-        client.set("fetch.wait.max.ms", TANSU_FETCH_WAIT_MS);
-    }
     if client.get("statistics.interval.ms").is_none() {
         // The tasks' lag metric comes from librdkafka's statistics.
         client.set("statistics.interval.ms", STATISTICS_INTERVAL_MS);

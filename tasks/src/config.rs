@@ -153,12 +153,6 @@ pub struct TasksConfig {
     pub properties: BTreeMap<String, String>,
     /// What to do with an output record the brokers did not acknowledge. Default `fail`.
     pub production_error: ProductionErrorPolicy,
-    /// Workarounds for tansu 0.6's consumer-group coordinator, off by default: a 20 ms
-    /// `fetch.wait.max.ms` (tansu sleeps for half the wait after every fetch), and leaving and
-    /// rejoining the group when a partition owned elsewhere makes no progress for
-    /// [`stall_timeout`](TasksConfig::stall_timeout) (tansu can keep a dead leader's
-    /// assignment). Kafka and nisshi need neither.
-    pub tansu_workarounds: bool,
     /// Kafka Streams' `application.server`: the `host:port` at which this instance answers
     /// interactive queries, advertised to the other instances through its `client.id` (see
     /// [`Queries`](crate::Queries)). Setting it makes the poll loop read the group's members
@@ -202,7 +196,6 @@ impl Default for TasksConfig {
             replication_factor: 1,
             properties: BTreeMap::new(),
             production_error: ProductionErrorPolicy::Fail,
-            tansu_workarounds: false,
             application_server: None,
             key_partitioner: crate::KeyPartitioner::default(),
             stream_threads: 1,
@@ -220,26 +213,6 @@ impl TasksConfig {
     /// The cleanup delay.
     pub fn state_cleanup_delay(&self) -> Duration {
         Duration::from_millis(self.state_cleanup_delay_ms)
-    }
-
-    /// With [`tansu_workarounds`](TasksConfig::tansu_workarounds), how long a partition owned by
-    /// another instance may have records waiting without its group offset moving before this
-    /// instance leaves and rejoins the group: twice the
-    /// session timeout plus twice the commit interval. It covers a coordinator that keeps a
-    /// stale assignment (tansu 0.6 after its group leader died); an instance that restores for
-    /// longer than this causes one needless rebalance.
-    pub fn stall_timeout(&self) -> Duration {
-        Duration::from_millis(
-            self.session_timeout_ms
-                .saturating_mul(2)
-                .saturating_add(self.commit_interval_ms.saturating_mul(2)),
-        )
-    }
-
-    /// How often the group offsets of the partitions owned elsewhere are read for
-    /// [`stall_timeout`](TasksConfig::stall_timeout): half the session timeout, at least 1 s.
-    pub fn progress_check_interval(&self) -> Duration {
-        Duration::from_millis((self.session_timeout_ms / 2).max(1_000))
     }
 
     /// The request timeout.

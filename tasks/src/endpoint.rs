@@ -4,8 +4,8 @@
 //!
 //! Kafka Streams puts `application.server` in the member's subscription user data; librdkafka
 //! does not let a consumer set that, but it does send `client.id`, and the coordinator reports
-//! it (Kafka) or starts the member id with it (`<client.id>-<uuid>`: Kafka and tansu, which
-//! reports no client id). So the client id becomes
+//! it (Kafka) or starts the member id with it (`<client.id>-<uuid>`, which is all a
+//! coordinator that reports no client id gives). So the client id becomes
 //! `<application_id>-<pid>-<nanos>_at_<endpoint>_`, where the endpoint is escaped to the
 //! characters every broker accepts in a client id, `[A-Za-z0-9.-]`, each other byte written
 //! as `_` and two upper-case hex digits (`127.0.0.1:8080` -> `127.0.0.1_3A8080`). The marker
@@ -97,7 +97,7 @@ pub(crate) fn decode(id: &str) -> Option<String> {
 }
 
 /// The endpoint `member` advertised: from its client id, or from its member id where the
-/// coordinator reports no client id (tansu).
+/// coordinator reports no client id.
 pub(crate) fn of_member(member: &Member) -> Option<String> {
     if member.client_id.is_empty() {
         decode(&member.id)
@@ -144,7 +144,7 @@ mod tests {
                 client_id: String::new(),
                 partitions: BTreeSet::new(),
             };
-            assert!(member.is(&id), "tansu finds the member by prefix");
+            assert!(member.is(&id), "found by its member id's prefix");
             assert_eq!(of_member(&member).as_deref(), Some(endpoint));
         }
         assert_eq!(

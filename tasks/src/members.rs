@@ -1,9 +1,8 @@
 //! The group as its coordinator describes it: the members and which input partitions each
 //! owns, read with `DescribeGroups`.
 //!
-//! Kafka reports each member's client id and assignment. tansu 0.6 sends only the member ids
-//! (empty client ids and assignments; its SQLite engine answers at all only with the fix that
-//! `scripts/broker.sh` applies); a member id is `<client.id>-<uuid>` on both brokers,
+//! Kafka reports each member's client id and assignment. A coordinator may send only the
+//! member ids (empty client ids and assignments); a member id is `<client.id>-<uuid>`,
 //! and with the eager `range` or `roundrobin` assignor the assignment is a function of the
 //! sorted member ids and the partition count (librdkafka's assignors sort members by member
 //! id, memcmp order, as Kafka's do). So the view computes what the coordinator does not
@@ -22,7 +21,7 @@ use crate::config::AssignmentStrategy;
 pub(crate) struct Member {
     /// The member id.
     pub id: String,
-    /// The member's `client.id`, as reported (empty on tansu 0.6).
+    /// The member's `client.id`, as reported (empty when the coordinator does not report it).
     pub client_id: String,
     pub partitions: BTreeSet<u32>,
 }

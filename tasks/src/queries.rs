@@ -42,7 +42,7 @@
 //!   `key_partitioner`: the standbys named are those placed by this instance's setting.
 //! - The group is read on the poll loop, between records; a long first catch-up of a new
 //!   standby copy delays it, and metadata then fails with `NoMetadata` until it is read again.
-//! - With `cooperative-sticky` on a coordinator that reports no assignments (tansu 0.6) the
+//! - With `cooperative-sticky` on a coordinator that reports no assignments the
 //!   assignment cannot be computed: metadata always fails with `Rebalancing`.
 
 mod local;

@@ -2,7 +2,7 @@
 //!
 //! # Placement
 //! Every instance reads the group's members and their partitions (see the `members` module:
-//! reported by Kafka, computed from the member ids for tansu 0.6 with the eager assignors),
+//! reported by Kafka, computed from the member ids with the eager assignors where the coordinator reports only those),
 //! and, for each task, picks the `num_standby_replicas` members that follow the task's active
 //! owner in member-id order, wrapping around and skipping the owner. Every instance computes
 //! the same answer from the same list, so no extra protocol is needed, and a standby is never
@@ -10,7 +10,7 @@
 //!
 //! Limits: the list is read every second, so right after a rebalance a standby may briefly be
 //! missing or duplicated; while the group rebalances the copies are left as they are. With
-//! `cooperative-sticky` on a coordinator that does not report assignments (tansu 0.6) no
+//! `cooperative-sticky` on a coordinator that does not report assignments no
 //! standby is placed. The copy costs disk and changelog reads on the standby, nothing on the
 //! owner.
 

@@ -816,97 +816,6 @@ fn cleanup_after_the_delay_removes_only_unassigned_task_directories() {
     a.stop();
 }
 
-/// A tansu broker of this test's own on a free loopback port, keeping its records in `dir`
-/// across a kill and a restart.
-struct OwnBroker {
-    child: std::process::Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl OwnBroker {
-    /// `STATESTORE_TANSU_BIN`, else the patched tansu that `scripts/broker.sh` builds and runs
-    /// (see its `bin` command).
-    fn tansu() -> std::path::PathBuf {
-        if let Some(bin) = std::env::var_os("STATESTORE_TANSU_BIN") {
-            return bin.into();
-        }
-        // The manifest directory at run time: a test binary reused from a build cache shared
-        // by several checkouts would carry another checkout's compile-time path.
-        let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).to_owned(),
-            Into::into,
-        );
-        let script = manifest_dir.join("../scripts/broker.sh");
-        let out = std::process::Command::new(script)
-            .arg("bin")
-            .output()
-            .expect("run scripts/broker.sh bin");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .expect("a UTF-8 path")
-            .trim()
-            .into()
-    }
-
-    fn start() -> OwnBroker {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let dir = tempfile::tempdir().expect("broker dir");
-        let child = Self::spawn(&dir, port);
-        OwnBroker { child, port, dir }
-    }
-
-    fn spawn(dir: &tempfile::TempDir, port: u16) -> std::process::Child {
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = std::process::Command::new(Self::tansu())
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "sqlite://tansu.db"])
-            .current_dir(dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start tansu");
-        let up = wait_until(Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        assert!(up, "tansu did not listen on port {port}");
-        child
-    }
-
-    fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn kill(&mut self) {
-        self.child.kill().expect("SIGKILL tansu");
-        self.child.wait().expect("reap tansu");
-    }
-
-    fn restart(&mut self) {
-        self.child = Self::spawn(&self.dir, self.port);
-    }
-}
-
-impl Drop for OwnBroker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The broker dies (SIGKILL) while a second instance joins and the group rebalances, and
 /// comes back 5 s later. Each instance either rides it out or stops with a clear error (a
 /// timeout or a Kafka error naming what it was doing); one started again on the same state
@@ -916,8 +825,8 @@ fn broker_down_during_a_rebalance_loses_nothing_committed() {
     if bootstrap("broker_down_during_a_rebalance_loses_nothing_committed").is_none() {
         return;
     }
-    let mut broker = OwnBroker::start();
-    let bootstrap = broker.address();
+    let broker = statestore_test_support::Cluster::start(1);
+    let bootstrap = broker.bootstrap().to_owned();
     let Setup {
         app,
         input,
@@ -939,9 +848,9 @@ fn broker_down_during_a_rebalance_loses_nothing_committed() {
     let b = Instance::start(quick(dir_b.path()));
     // B's join revokes A's tasks; the broker dies before the group settles.
     assert!(wait_until(Duration::from_secs(30), || a.owned() < 4));
-    broker.kill();
+    broker.kill(1);
     std::thread::sleep(Duration::from_secs(5));
-    broker.restart();
+    broker.restart(1);
 
     // Each instance rides the outage out or stops with a clear error, now or later (a request
     // the recovering broker times out); one that stops is started again on its directory.

@@ -8,6 +8,10 @@
 //! `STATESTORE_REQUIRE_KAFKA=1`, under which a Kafka test without a broker fails instead, so
 //! there none passes without running.
 
+mod cluster;
+
+pub use cluster::Cluster;
+
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;

@@ -9,10 +9,8 @@
 //! whose `append` failed is retired, and the next `append` starts a new one (a new
 //! idempotent session, with a new producer id). Records of the failed call that were purged
 //! unsent leave a gap in the old session's sequence numbers, which the broker answers with
-//! `OutOfOrderSequenceNumber`; librdkafka then bumps the producer epoch, and tansu 0.6 panics
-//! in its storage thread on the next produce, whose epoch it has no row for (`lite.rs`,
-//! `idempotent_message_check` then `query_one`: "more or less than one row"); it accepts no
-//! record after that until restarted. A new session sidesteps both. Its one cost: a request of the old session that a
+//! `OutOfOrderSequenceNumber`, which librdkafka meets by bumping the producer epoch; a new
+//! session starts clean instead, whatever the broker does with an epoch bump. Its one cost: a request of the old session that a
 //! broker had read but not yet appended when the call gave up could land after the new
 //! session's records, as an old session is not fenced the way an epoch bump fences it.
 

@@ -26,9 +26,8 @@ use crate::record::RecordKind;
 const READER_GROUP: &str = "statestore-changelog-reader";
 
 /// How long a broker may hold a fetch that finds no new record (librdkafka's default is 500).
-/// The reader fetches only while a read runs, so a short wait costs no idle traffic; and tansu
-/// 0.6 sleeps for half the wait after every fetch, even one that found records, which made
-/// sequential reads seven times slower with the default (1.7k against 12.6k records/s).
+/// The reader fetches only while a read runs, so a short wait costs no idle traffic, and a
+/// read that reaches the end of the partition learns it after 10 ms instead of 500.
 const FETCH_WAIT_MS: &str = "10";
 
 /// Creates a reader consumer from `base` (bootstrap servers and passthrough properties).

@@ -108,9 +108,6 @@ enum Command {
         /// A task commits as soon as a store buffers this many bytes (default 16 MiB).
         #[arg(long)]
         commit_bytes: Option<usize>,
-        /// Turn on the workarounds for tansu 0.6's group coordinator.
-        #[arg(long)]
-        tansu_workarounds: bool,
         /// Kill this process with SIGKILL in its Nth task commit, after the first store's
         /// commit and before the second's (crash tests).
         #[arg(long)]
@@ -218,7 +215,6 @@ fn run(command: Command) -> Result<()> {
             restore_parallelism,
             stop_on_stdin_eof,
             commit_bytes,
-            tansu_workarounds,
             kill_between_store_commits,
             max_poll_interval_ms,
             stall_in_record,
@@ -253,7 +249,6 @@ fn run(command: Command) -> Result<()> {
                 bootstrap_servers: bootstrap,
                 input_topics: vec![topic],
                 stores,
-                tansu_workarounds,
                 max_poll_interval_ms: max_poll_interval_ms.unwrap_or(defaults.max_poll_interval_ms),
                 commit_interval_ms,
                 session_timeout_ms,

@@ -3,10 +3,6 @@
 //! 50 ms), the survivors take its tasks over, another instance joins later, and the final
 //! counts of both stores equal those computed without Kafka.
 //!
-//! The leader is the hardest instance to lose on tansu 0.6, whose coordinator keeps a dead
-//! leader's id and hands the survivors their old assignment back: they notice that its
-//! partitions make no progress and rejoin (see `TasksConfig::stall_timeout`).
-//!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP`; without it the tests print one SKIP line and pass (they
 //! fail instead under `STATESTORE_REQUIRE_KAFKA=1`, which `scripts/test.sh` sets).
 //! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 1000, 8 records each).
@@ -26,8 +22,7 @@ use store_api::BatchOp;
 const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
 
 /// The session timeout of the instances of the first test: long enough for a saturated 2-core
-/// machine, where tansu on SQLite answered heartbeats late (with 10 s, the lone first instance
-/// missed it there, which tansu 0.6 does not recover from: see docs/kafka.md).
+/// machine, where a broker can answer heartbeats late.
 const SESSION_TIMEOUT_MS: u64 = 20_000;
 
 fn bootstrap(test: &str) -> Option<String> {
@@ -87,11 +82,6 @@ impl Default for Options {
     }
 }
 
-/// The test broker is tansu (`STATESTORE_BROKER=tansu`): its workarounds are turned on.
-fn tansu() -> bool {
-    std::env::var("STATESTORE_BROKER").is_ok_and(|broker| broker == "tansu")
-}
-
 /// One instance process, its stderr lines on a channel.
 struct Instance {
     child: Child,
@@ -140,9 +130,6 @@ impl Instance {
         }
         if let Some((nth, ms)) = options.stall_in_record {
             command.args(["--stall-in-record", &format!("{nth}:{ms}")]);
-        }
-        if tansu() {
-            command.arg("--tansu-workarounds");
         }
         let mut child = command
             .stdin(Stdio::piped())

@@ -1,0 +1,167 @@
+//! A broker cluster of one test's own, started and stopped through `scripts/broker.sh`, so a
+//! test can kill, pause and restart its nodes without touching the shared broker.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A cluster of `nodes` Apache Kafka nodes (each a broker and a KRaft controller) on loopback,
+/// with a working directory and ports of its own; stopped and removed on drop.
+///
+/// With three nodes or more, topics default to three replicas and `min.insync.replicas` 2
+/// (the script's settings). A one-node cluster runs the broker named by `STATESTORE_BROKER`
+/// (Apache Kafka unless it says `nisshi`).
+#[derive(Debug)]
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    port: u16,
+    nodes: usize,
+    bootstrap: String,
+    kind: &'static str,
+}
+
+impl Cluster {
+    /// Starts `nodes` nodes and waits until each serves.
+    ///
+    /// # Panics
+    /// When the script fails (no Java and no way to install it, no free ports, a node that
+    /// does not start), with the script's own words.
+    pub fn start(nodes: usize) -> Cluster {
+        let kind = match std::env::var("STATESTORE_BROKER") {
+            Ok(broker) if broker == "nisshi" && nodes == 1 => "nisshi",
+            _ => "kafka",
+        };
+        let dir = tempfile::tempdir().expect("a directory for the cluster's state file");
+        let mut cluster = Cluster {
+            dir,
+            port: free_ports(2 * nodes),
+            nodes,
+            bootstrap: String::new(),
+            kind,
+        };
+        cluster.bootstrap = cluster.script(&["start", &nodes.to_string()]);
+        cluster
+    }
+
+    /// The bootstrap addresses, comma-separated.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// The number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Node `node`'s client port (nodes count from 1).
+    pub fn port(&self, node: usize) -> u16 {
+        self.port + 2 * u16::try_from(node - 1).expect("a node number")
+    }
+
+    /// Kills node `node` with SIGKILL and waits until it is gone; its data stays.
+    pub fn kill(&self, node: usize) {
+        self.script(&["kill", &node.to_string()]);
+    }
+
+    /// Starts node `node` again on its data and waits until it serves.
+    pub fn restart(&self, node: usize) {
+        self.script(&["restart", &node.to_string()]);
+    }
+
+    /// Stops node `node` with SIGSTOP.
+    pub fn pause(&self, node: usize) {
+        self.script(&["pause", &node.to_string()]);
+    }
+
+    /// Lets a paused node `node` go on (SIGCONT).
+    pub fn resume(&self, node: usize) {
+        self.script(&["resume", &node.to_string()]);
+    }
+
+    /// What node `node` has logged so far, across restarts.
+    pub fn log(&self, node: usize) -> String {
+        let path = self.script(&["log", &node.to_string()]);
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    /// Runs `scripts/broker.sh args` for this cluster and returns what it printed.
+    fn script(&self, args: &[&str]) -> String {
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .expect("running scripts/broker.sh");
+        assert!(
+            out.status.success(),
+            "scripts/broker.sh {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// `scripts/broker.sh` with this cluster's state file, ports and broker.
+    fn command(&self) -> Command {
+        let mut command = Command::new(broker_script());
+        command
+            .env("STATESTORE_BROKER", self.kind)
+            .env(
+                "STATESTORE_BROKER_STATE",
+                self.dir.path().join("broker.env"),
+            )
+            .env("STATESTORE_KAFKA_PORT", self.port.to_string());
+        command
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.command().arg("stop").output();
+    }
+}
+
+/// `scripts/broker.sh` of the checkout under test: found upwards from the package's manifest
+/// directory at run time (a test binary reused from a build cache shared by several checkouts
+/// would carry another checkout's compile-time path).
+fn broker_script() -> PathBuf {
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    start
+        .ancestors()
+        .map(|dir| dir.join("scripts/broker.sh"))
+        .find(|script| script.is_file())
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh"))
+}
+
+/// The first of `count` consecutive loopback ports that are free now, below the ephemeral
+/// range, so clients' own ports never take them. Two clusters of one process never get the
+/// same ports.
+fn free_ports(count: usize) -> u16 {
+    static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut taken = TAKEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    assert!(count <= 10, "at most 5 nodes ({count} ports asked)");
+    let count = u16::try_from(count).expect("a port count");
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().rotate_left(16);
+    for attempt in 0..1_000u32 {
+        let slot = u16::try_from(seed.wrapping_add(attempt.wrapping_mul(7919)) % 1_000)
+            .expect("below 1000");
+        let base = 21_000 + slot * 10;
+        let ports = base..base + count;
+        let free = !ports.clone().any(|p| taken.contains(&p))
+            && ports
+                .clone()
+                .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free {
+            taken.extend(ports);
+            return base;
+        }
+    }
+    panic!("no {count} consecutive free loopback ports between 21000 and 31000");
+}
