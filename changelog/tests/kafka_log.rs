@@ -143,7 +143,7 @@ fn appends_time_out_while_the_broker_is_down_and_resume_after() {
     let config = KafkaConfig {
         produce_timeout_ms: 3_000,
         admin_timeout_ms: 5_000,
-        ..kafka_support::config(&broker.bootstrap(), "outage")
+        ..kafka_support::config(broker.bootstrap(), "outage")
     };
     let log = KafkaLog::open(config, 0).unwrap();
     let before = log.append(&[put("a", "1"), put("b", "2")]).unwrap();

@@ -196,11 +196,11 @@ fn commit_fails_while_the_broker_is_down_and_the_run_resumes_without_loss() {
     if kafka_support::bootstrap("commit_fails_while_the_broker_is_down").is_none() {
         return;
     }
-    let mut broker = kafka_support::Tansu::start();
+    let broker = kafka_support::Cluster::start(1);
     let kafka = KafkaConfig {
         produce_timeout_ms: 3_000,
         admin_timeout_ms: 5_000,
-        ..kafka_support::config(&broker.bootstrap(), "outage")
+        ..kafka_support::config(broker.bootstrap(), "outage")
     };
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut rng = StdRng::seed_from_u64(3);
@@ -208,7 +208,7 @@ fn commit_fails_while_the_broker_is_down_and_the_run_resumes_without_loss() {
     let machine = Machine::open(a.path(), &kafka, &mut Counting::default());
     write_and_commit(&machine.store, &mut model, &mut rng, 2);
 
-    broker.kill();
+    broker.kill(1);
     write_updates(&machine.store, &mut model, &mut rng, 200);
     let started = Instant::now();
     let err = machine.store.commit().unwrap_err();
@@ -227,7 +227,7 @@ fn commit_fails_while_the_broker_is_down_and_the_run_resumes_without_loss() {
         "statestore-kafka: with the broker down, commit failed after {took:?}: {err}"
     ));
 
-    broker.restart();
+    broker.restart(1);
     let deadline = Instant::now() + Duration::from_secs(30);
     while let Err(err) = machine.store.commit() {
         assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
