@@ -84,6 +84,9 @@ pub fn is_retriable_code(code: RDKafkaErrorCode) -> bool {
             | C::WaitCache
             | C::NodeUpdate
             | C::UnknownBroker
+            // A broker the cluster's metadata no longer lists (a KRaft broker fenced after
+            // its death) has its handle destroyed, failing what waited on it.
+            | C::DestroyBroker
             | C::UnknownPartition
             | C::Retry
     )
@@ -200,6 +203,7 @@ mod tests {
             C::OperationTimedOut,
             C::WaitingForCoordinator,
             C::NotController,
+            C::DestroyBroker,
         ] {
             assert!(is_retriable_code(code), "{code:?}");
         }
@@ -225,6 +229,9 @@ mod tests {
         // The error seen in issue 31: a watermarks request answered NOT_LEADER_OR_FOLLOWER.
         let watermarks = KafkaError::MetadataFetch(RDKafkaErrorCode::NotLeaderForPartition);
         assert!(is_retriable(&watermarks));
+        // The same request while the dead leader's handle went away (seen in broker_faults).
+        let destroyed = KafkaError::MetadataFetch(RDKafkaErrorCode::DestroyBroker);
+        assert!(is_retriable(&destroyed));
         assert!(is_retriable(&KafkaError::AdminOp(
             RDKafkaErrorCode::NotController
         )));
