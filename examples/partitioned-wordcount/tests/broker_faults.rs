@@ -154,6 +154,20 @@ impl Instance {
         }
     }
 
+    /// How many stderr lines were read so far: a mark for [`wait_after`](Instance::wait_after).
+    fn mark(&mut self) -> usize {
+        self.drain().len()
+    }
+
+    /// Waits for a stderr line satisfying `wanted` among those after line `mark` (read
+    /// already, or still to come), checking that the instance still runs.
+    fn wait_after(&mut self, mark: usize, timeout: Duration, wanted: impl Fn(&str) -> bool) {
+        if self.log.iter().skip(mark).any(|line| wanted(line)) {
+            return;
+        }
+        self.wait_for(timeout, wanted);
+    }
+
     /// Waits for a stderr line satisfying `wanted`, checking that the instance still runs.
     fn wait_for(&mut self, timeout: Duration, wanted: impl Fn(&str) -> bool) {
         let deadline = Instant::now() + timeout;
@@ -521,6 +535,7 @@ fn an_instance_cut_off_from_every_broker_rejoins_without_exiting() {
     watch(Duration::from_secs(3), &mut [&mut a, &mut b]);
 
     ns.cut();
+    let cut_at = b.mark();
     eprintln!("cut b off at {:?}", started.elapsed());
     // The group gives b's tasks to a, which restores them from the changelogs.
     a.wait_for(Duration::from_secs(60), |l| l.starts_with("assigned"));
@@ -528,10 +543,18 @@ fn an_instance_cut_off_from_every_broker_rejoins_without_exiting() {
     ns.heal();
     eprintln!("joined b again at {:?}", started.elapsed());
     // b learns that it lost its tasks (or was fenced), rejoins and gets tasks again.
-    b.wait_for(Duration::from_secs(90), |l| {
+    b.wait_after(cut_at, Duration::from_secs(90), |l| {
         l.starts_with("lost") || l.starts_with("fenced") || l.starts_with("revoked")
     });
-    b.wait_for(Duration::from_secs(90), |l| l.starts_with("assigned"));
+    let gave_up = b
+        .log
+        .iter()
+        .skip(cut_at)
+        .position(|l| l.starts_with("lost") || l.starts_with("fenced") || l.starts_with("revoked"))
+        .map_or(cut_at, |at| cut_at + at);
+    b.wait_after(gave_up, Duration::from_secs(90), |l| {
+        l.starts_with("assigned")
+    });
     watch(Duration::from_secs(3), &mut [&mut a, &mut b]);
 
     let lines = feeder.stop();
