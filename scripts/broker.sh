@@ -28,6 +28,9 @@
 #   STATESTORE_BROKER         kafka (default) or nisshi (one node only)
 #   STATESTORE_KAFKA_PORT     node 1's client port (default 19092); node i listens on
 #                             PORT+2(i-1) and, with Kafka, its controller on the port after it
+#   STATESTORE_BROKER_HOST    the address every node listens on and advertises (default
+#                             127.0.0.1); a test that cuts a client off from the brokers uses
+#                             the root end of a veth pair (see statestore-test-support)
 #   STATESTORE_BROKER_STATE   state file (default ${TMPDIR:-/tmp}/statestore-broker.env)
 #   STATESTORE_BROKER_WAIT    seconds to wait for a node to serve (default 90)
 #   STATESTORE_BROKER_HOME    where the broker is installed
@@ -42,6 +45,7 @@ STATE="${STATESTORE_BROKER_STATE:-${TMPDIR:-/tmp}/statestore-broker.env}"
 WAIT="${STATESTORE_BROKER_WAIT:-90}"
 BROKER_HOME="${STATESTORE_BROKER_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker}"
 BROKER="${STATESTORE_BROKER:-kafka}"
+HOST="${STATESTORE_BROKER_HOST:-127.0.0.1}"
 
 log() { echo "broker.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -51,8 +55,8 @@ case "$BROKER" in
   *) die "STATESTORE_BROKER must be kafka or nisshi, not '$BROKER'" ;;
 esac
 
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# True when something accepts TCP connections on $HOST:$1.
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
 # True when process $1 runs (a killed node may linger as a zombie until its parent reaps it).
 alive() {
@@ -97,7 +101,14 @@ install_kafka() {
 }
 
 # A KRaft cluster id: 16 random bytes, base64url without padding, as Kafka's Uuid prints them.
-cluster_id() { head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22; }
+# Like Kafka's Uuid.randomUuid, never one starting with '-': the storage tool would read it as
+# an option ("argument --cluster-id/-t: expected one argument").
+cluster_id() {
+  local id
+  id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+  while [[ "$id" == -* ]]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22); done
+  echo "$id"
+}
 
 # Writes node $2 of an $3-node cluster into directory $1: server.properties, its data directory
 # formatted, and run.sh, which starts it (used again by `restart`).
@@ -105,7 +116,7 @@ prepare_kafka_node() {
   local dir=$1 node=$2 nodes=$3 id=$4 root voters="" i
   root=$(kafka_root)
   for ((i = 1; i <= nodes; i++)); do
-    voters+="${voters:+,}$i@127.0.0.1:$((PORT + 2 * (i - 1) + 1))"
+    voters+="${voters:+,}$i@$HOST:$((PORT + 2 * (i - 1) + 1))"
   done
   local port=$((PORT + 2 * (node - 1)))
   local replicas=$((nodes < 3 ? nodes : 3))
@@ -116,8 +127,8 @@ prepare_kafka_node() {
 process.roles=broker,controller
 node.id=$node
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$((port + 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$((port + 1))
+advertised.listeners=PLAINTEXT://$HOST:$port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
@@ -184,8 +195,8 @@ prepare_nisshi_node() {
   cat >"$dir/run.sh" <<EOF
 #!/usr/bin/env bash
 cd "$dir"
-exec "$NISSHI_ROOT/bin/nisshi" broker --listener-url tcp://127.0.0.1:$PORT \\
-  --advertised-listener-url tcp://127.0.0.1:$PORT --storage-engine "$engine"
+exec "$NISSHI_ROOT/bin/nisshi" broker --listener-url tcp://$HOST:$PORT \\
+  --advertised-listener-url tcp://$HOST:$PORT --storage-engine "$engine"
 EOF
   chmod +x "$dir/run.sh"
 }
@@ -248,9 +259,9 @@ wait_node() {
       tail -c +$(($(cat "$dir/log-offset") + 1)) "$dir/broker.log" | grep -q "Kafka Server started"; }; do
     if ! node_alive "$node"; then
       tail -n 30 "$dir/broker.log" >&2 || true
-      die "node $node exited before serving on 127.0.0.1:$port (log above, $dir/broker.log)"
+      die "node $node exited before serving on $HOST:$port (log above, $dir/broker.log)"
     fi
-    ((waited >= WAIT * 10)) && die "node $node did not serve on 127.0.0.1:$port within ${WAIT}s"
+    ((waited >= WAIT * 10)) && die "node $node did not serve on $HOST:$port within ${WAIT}s"
     sleep 0.1
     waited=$((waited + 1))
   done
@@ -274,7 +285,7 @@ start() {
       die "port $(node_port "$i") is already in use; set STATESTORE_KAFKA_PORT to a free port"
     [[ "$BROKER" == kafka ]] && port_open $(($(node_port "$i") + 1)) &&
       die "port $(($(node_port "$i") + 1)) is already in use; set STATESTORE_KAFKA_PORT"
-    addr+="${addr:+,}127.0.0.1:$(node_port "$i")"
+    addr+="${addr:+,}$HOST:$(node_port "$i")"
   done
   install_broker
   BROKER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/statestore-broker.XXXXXX")

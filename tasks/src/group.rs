@@ -27,6 +27,7 @@ use crate::standby::Standbys;
 use crate::task::Task;
 use crate::topics::convert;
 use crate::{TaskEvent, TaskEventKind};
+use statestore_changelog::kafka_util::retry;
 
 /// Everything the callbacks and the processing loop share.
 pub(crate) struct Shared {
@@ -376,7 +377,8 @@ impl Shared {
     }
 
     /// The group's committed offsets of `partitions` of every input topic, by (topic index,
-    /// partition); empty when they cannot be read.
+    /// partition); empty when they cannot be read. A coordinator that moved or is down is
+    /// waited for, up to the request timeout.
     fn group_offsets(
         &self,
         consumer: &BaseConsumer<GroupContext>,
@@ -388,7 +390,11 @@ impl Shared {
                 tpl.add_partition(input, partition_id(partition));
             }
         }
-        let committed = consumer.committed_offsets(tpl, self.config.request_timeout());
+        let committed = retry(
+            "reading the group offsets",
+            self.config.request_timeout(),
+            |timeout| consumer.committed_offsets(tpl.clone(), timeout),
+        );
         let committed = match committed {
             Ok(committed) => committed,
             Err(err) => {

@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use statestore_changelog::KafkaClients;
-use statestore_changelog::kafka_util::block_on;
 pub(crate) use statestore_changelog::kafka_util::convert;
+use statestore_changelog::kafka_util::create_retrying;
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
@@ -71,7 +70,8 @@ pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u3
 }
 
 /// Creates `topic` with `partitions` partitions (delete cleanup policy, replication factor 1)
-/// unless it exists: for tools, examples and tests that need an input topic.
+/// unless it exists: for tools, examples and tests that need an input topic. Retriable
+/// answers (a controller or broker restarting) are retried for up to 30 s.
 ///
 /// # Errors
 /// `Timeout` when no broker answers within 30 s; `Backend` when the broker refuses the topic.
@@ -81,19 +81,6 @@ pub fn create_topic(bootstrap_servers: &str, topic: &str, partitions: i32) -> Re
         .set("bootstrap.servers", bootstrap_servers)
         .create()
         .map_err(|err| convert(&doing, err))?;
-    let timeout = Duration::from_secs(30);
-    let options = AdminOptions::new()
-        .request_timeout(Some(timeout))
-        .operation_timeout(Some(timeout));
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    let results = block_on(admin.create_topics([&new_topic], &options), timeout)
-        .ok_or_else(|| Error::Timeout(doing.clone()))?
-        .map_err(|err| convert(&doing, err))?;
-    for result in results {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err(convert(&doing, KafkaError::AdminOp(code))),
-        }
-    }
-    Ok(())
+    create_retrying(&admin, &new_topic, &doing, Duration::from_secs(30))
 }

@@ -20,15 +20,27 @@ pub struct Cluster {
     nodes: usize,
     bootstrap: String,
     kind: &'static str,
+    /// The address the nodes listen on and advertise.
+    host: String,
 }
 
 impl Cluster {
-    /// Starts `nodes` nodes and waits until each serves.
+    /// Starts `nodes` nodes on loopback and waits until each serves.
     ///
     /// # Panics
     /// When the script fails (no Java and no way to install it, no free ports, a node that
     /// does not start), with the script's own words.
     pub fn start(nodes: usize) -> Cluster {
+        Cluster::start_on(nodes, "127.0.0.1")
+    }
+
+    /// Starts `nodes` nodes listening on and advertising `host` (an address of this
+    /// machine, such as the root end of a [`NetNamespace`](crate::NetNamespace)'s veth pair,
+    /// which its processes reach the brokers through), and waits until each serves.
+    ///
+    /// # Panics
+    /// As [`start`](Cluster::start).
+    pub fn start_on(nodes: usize, host: &str) -> Cluster {
         let kind = match std::env::var("STATESTORE_BROKER") {
             Ok(broker) if broker == "nisshi" && nodes == 1 => "nisshi",
             _ => "kafka",
@@ -36,10 +48,11 @@ impl Cluster {
         let dir = tempfile::tempdir().expect("a directory for the cluster's state file");
         let mut cluster = Cluster {
             dir,
-            port: free_ports(2 * nodes),
+            port: free_ports(2 * nodes, host),
             nodes,
             bootstrap: String::new(),
             kind,
+            host: host.to_owned(),
         };
         cluster.bootstrap = cluster.script(&["start", &nodes.to_string()]);
         cluster
@@ -111,7 +124,8 @@ impl Cluster {
                 "STATESTORE_BROKER_STATE",
                 self.dir.path().join("broker.env"),
             )
-            .env("STATESTORE_KAFKA_PORT", self.port.to_string());
+            .env("STATESTORE_KAFKA_PORT", self.port.to_string())
+            .env("STATESTORE_BROKER_HOST", &self.host);
         command
     }
 }
@@ -135,10 +149,10 @@ fn broker_script() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh"))
 }
 
-/// The first of `count` consecutive loopback ports that are free now, below the ephemeral
+/// The first of `count` consecutive ports of `host` that are free now, below the ephemeral
 /// range, so clients' own ports never take them. Two clusters of one process never get the
 /// same ports.
-fn free_ports(count: usize) -> u16 {
+fn free_ports(count: usize, host: &str) -> u16 {
     static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut taken = TAKEN
         .lock()
@@ -155,13 +169,11 @@ fn free_ports(count: usize) -> u16 {
         let base = 21_000 + slot * 10;
         let ports = base..base + count;
         let free = !ports.clone().any(|p| taken.contains(&p))
-            && ports
-                .clone()
-                .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+            && ports.clone().all(|p| TcpListener::bind((host, p)).is_ok());
         if free {
             taken.extend(ports);
             return base;
         }
     }
-    panic!("no {count} consecutive free loopback ports between 21000 and 31000");
+    panic!("no {count} consecutive free ports of {host} between 21000 and 31000");
 }

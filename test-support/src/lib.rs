@@ -9,8 +9,10 @@
 //! there none passes without running.
 
 mod cluster;
+mod netns;
 
 pub use cluster::Cluster;
+pub use netns::NetNamespace;
 
 use std::ffi::OsStr;
 use std::io::Write;

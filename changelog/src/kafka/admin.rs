@@ -17,7 +17,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use store_api::{Error, Result};
 
 use super::config::KafkaConfig;
-use super::error::{BACKEND, convert, is_timeout};
+use super::error::convert;
+use super::retry::{Retry, retry};
 
 /// The partition count of `topic` in the brokers' metadata, or `None` when they do not know
 /// the topic.
@@ -30,9 +31,9 @@ pub fn partition_count<C: ClientContext>(
     timeout: Duration,
 ) -> Result<Option<usize>> {
     let doing = format!("fetching the metadata of topic {topic}");
-    let metadata = client
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|err| convert(&doing, err))?;
+    let metadata = retry(&doing, timeout, |timeout| {
+        client.fetch_metadata(Some(topic), timeout)
+    })?;
     let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Ok(None);
     };
@@ -63,9 +64,6 @@ pub fn create_topic(
     topic: &str,
 ) -> Result<()> {
     let timeout = config.admin_timeout();
-    let options = AdminOptions::new()
-        .request_timeout(Some(timeout))
-        .operation_timeout(Some(timeout));
     let partitions = i32::try_from(config.partitions)
         .map_err(|_| Error::invalid("kafka partitions does not fit an i32"))?;
     let mut new_topic = NewTopic::new(
@@ -83,26 +81,51 @@ pub fn create_topic(
     }
     new_topic = new_topic.set("cleanup.policy", "compact");
     let doing = format!("creating topic {topic}");
-    // The admin client times the request out itself; the extra second only guards a hang.
-    let results = block_on(
-        admin.create_topics([&new_topic], &options),
-        timeout + Duration::from_secs(1),
-    )
-    .ok_or_else(|| Error::Timeout(doing.clone()))?
-    .map_err(|err| convert(&doing, err))?;
-    for result in results {
-        match result {
-            Ok(_) => tracing::info!(%topic, partitions, "created changelog topic"),
-            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) if is_timeout(code) => {
-                return Err(Error::Timeout(format!("kafka, while {doing}: {code}")));
-            }
-            Err((_, code)) => {
-                return Err(Error::backend(BACKEND, format!("while {doing}: {code}")));
-            }
-        }
-    }
+    create_retrying(admin, &new_topic, &doing, timeout)?;
+    tracing::info!(%topic, partitions, "created changelog topic (or found it created)");
     Ok(())
+}
+
+/// Creates `new_topic` with `admin`, retrying retriable answers (the controller moving, a
+/// broker down) until `timeout`; a topic that already exists is success. Shared with the
+/// tasks crate's input-topic creation.
+///
+/// # Errors
+/// `Timeout` when the deadline passes on retriable errors, `Backend` when the brokers refuse
+/// the topic.
+pub fn create_retrying(
+    admin: &AdminClient<DefaultClientContext>,
+    new_topic: &NewTopic<'_>,
+    doing: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let mut retry = Retry::new(doing, timeout);
+    loop {
+        let attempt = retry.attempt_timeout();
+        let options = AdminOptions::new()
+            .request_timeout(Some(attempt))
+            .operation_timeout(Some(attempt));
+        // The admin client times the request out itself; the extra second only guards a hang.
+        let answer = block_on(
+            admin.create_topics([new_topic], &options),
+            attempt + Duration::from_secs(1),
+        )
+        .unwrap_or(Err(KafkaError::AdminOp(
+            RDKafkaErrorCode::OperationTimedOut,
+        )));
+        let code = match answer {
+            // A topic that exists may be the work of an earlier attempt whose answer was lost.
+            Ok(results) => match results.into_iter().find_map(Result::err) {
+                None | Some((_, RDKafkaErrorCode::TopicAlreadyExists)) => return Ok(()),
+                Some((_, code)) => code,
+            },
+            Err(err) => {
+                retry.failed(err)?;
+                continue;
+            }
+        };
+        retry.failed(KafkaError::AdminOp(code))?;
+    }
 }
 
 /// Waits until the brokers' metadata shows `partition` of `topic` (a new topic takes a moment
@@ -121,9 +144,9 @@ pub fn await_partition<C: ClientContext>(
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let doing = format!("fetching metadata of topic {topic}");
-        let metadata = client
-            .fetch_metadata(Some(topic), remaining)
-            .map_err(|err| convert(&doing, err))?;
+        let metadata = retry(&doing, remaining, |timeout| {
+            client.fetch_metadata(Some(topic), timeout)
+        })?;
         let found = metadata
             .topics()
             .iter()

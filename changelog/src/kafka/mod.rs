@@ -25,6 +25,7 @@ mod config;
 mod error;
 mod producer;
 mod reader;
+mod retry;
 
 use std::fmt;
 use std::ops::Range;
@@ -36,12 +37,14 @@ use store_api::{BatchOp, Error, Result};
 pub use clients::{Deliveries, KafkaClients};
 pub use config::{KafkaConfig, validate_topic};
 
-/// Not part of the API: the admin client's `block_on` and the conversion of librdkafka errors,
-/// for the workspace's tasks crate, which talks to the same brokers.
+/// Not part of the API: the admin client's `block_on`, the conversion of librdkafka errors and
+/// the retry of retriable ones, for the workspace's tasks crate, which talks to the same
+/// brokers.
 #[doc(hidden)]
 pub mod util {
-    pub use super::admin::block_on;
+    pub use super::admin::{block_on, create_retrying};
     pub use super::error::convert;
+    pub use super::retry::{Retry, is_retriable, is_retriable_code, retry};
 }
 
 use crate::record::Framing;

@@ -18,6 +18,7 @@ use store_api::{BatchOp, Error, Result};
 use super::clients::KafkaClients;
 use super::error::convert;
 use super::producer::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
+use super::retry::retry;
 use crate::ChangelogRecord;
 use crate::record::RecordKind;
 
@@ -29,6 +30,9 @@ const READER_GROUP: &str = "statestore-changelog-reader";
 /// The reader fetches only while a read runs, so a short wait costs no idle traffic, and a
 /// read that reaches the end of the partition learns it after 10 ms instead of 500.
 const FETCH_WAIT_MS: &str = "10";
+
+/// The longest wait for the metadata refresh before a watermarks request is sent again.
+const REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Creates a reader consumer from `base` (bootstrap servers and passthrough properties).
 ///
@@ -73,15 +77,26 @@ impl Reader {
         }
     }
 
-    /// The lowest offset held and one past the highest written.
+    /// The lowest offset held and one past the highest written. Retriable errors (a leader
+    /// that moved, a broker that is down) are retried until the admin timeout, with the
+    /// topic's metadata refreshed before each new attempt, so the request goes to the new
+    /// leader.
     ///
     /// # Errors
     /// `Timeout` when no broker answers in time, `Backend` otherwise.
     pub fn watermarks(&self) -> Result<(u64, u64)> {
+        let doing = format!("fetching watermarks of {}/{}", self.topic, self.partition);
         let fetch = |consumer: &BaseConsumer| {
-            consumer
-                .fetch_watermarks(&self.topic, self.partition, self.timeout)
-                .map_err(|err| convert(&format!("fetching watermarks of {}", self.topic), err))
+            let mut retried = false;
+            retry(&doing, self.timeout, |timeout| {
+                if std::mem::replace(&mut retried, true) {
+                    // Only to refresh librdkafka's view of the leaders: the next attempt
+                    // reports what still fails.
+                    let _ =
+                        consumer.fetch_metadata(Some(&self.topic), timeout.min(REFRESH_TIMEOUT));
+                }
+                consumer.fetch_watermarks(&self.topic, self.partition, timeout)
+            })
         };
         let (low, high) = match &self.held {
             Some((consumer, _)) => fetch(consumer)?,

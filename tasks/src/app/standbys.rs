@@ -59,24 +59,43 @@ impl Application {
         for &partition in &wanted {
             if let std::collections::btree_map::Entry::Vacant(slot) = standbys.entry(partition) {
                 let id = TaskId::new(0, partition);
-                let standby = Standby::open(
+                let opened = Standby::open(
                     &shared.state,
                     &shared.config,
                     &shared.clients,
                     id,
                     shared.partitions,
-                )?;
+                );
+                let Some(standby) = tolerate_timeout(opened, id, "opening")? else {
+                    continue;
+                };
                 tracing::info!(task = %id, "standby opened");
                 slot.insert(standby);
             }
         }
         let mut listener = shared.listener.lock();
         for (&partition, standby) in standbys.iter_mut() {
-            standby.catch_up(&mut **listener)?;
+            let caught_up = standby.catch_up(&mut **listener);
+            tolerate_timeout(caught_up, standby.id, "catching up")?;
             if let Some(view) = standby.view() {
                 shared.queries.standbys.lock().insert(partition, view);
             }
         }
         Ok(())
+    }
+}
+
+/// A standby's `result`, or `None` when the brokers did not answer in time (every retriable
+/// error of its requests ends as a timeout): a standby is an optimisation, tried again at the
+/// next group check (a catch-up replays from the copy's checkpoint, so a partial one is
+/// harmless), and the instance goes on processing its own tasks meanwhile.
+fn tolerate_timeout<T>(result: Result<T>, id: TaskId, doing: &str) -> Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(err) if err.kind() == ErrorKind::Timeout => {
+            tracing::warn!(task = %id, %err, "{doing} a standby timed out; tried again later");
+            Ok(None)
+        }
+        Err(err) => Err(err),
     }
 }
