@@ -6,7 +6,6 @@ mod standbys;
 pub(crate) use batch::PartitionQueues;
 pub use batch::ProcessorPool;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -14,7 +13,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::{Offset, TopicPartitionList};
 use statestore_changelog::{
     KafkaClients, NoopRestoreListener, RestoreListener, StateDirectory, TaskId,
 };
@@ -23,7 +21,7 @@ use store_api::{Error, ErrorKind, Result};
 use crate::client_config::{consumer_config, unique_client_id};
 use crate::config::TasksConfig;
 use crate::context::{Processor, ProcessorContext, process_message, punctuate_wall_clock};
-use crate::group::{GroupContext, Shared, commit_group, partition_id};
+use crate::group::{GroupContext, Shared, commit_group};
 use crate::members;
 use crate::outputs::Outputs;
 use crate::queries::{Queries, QueryState, describes_group};
