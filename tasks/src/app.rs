@@ -339,6 +339,11 @@ impl Application {
     /// other instances take the partitions over at once. A task whose processor failed is
     /// closed without committing.
     ///
+    /// A static member (`group_instance_id` set) does not leave: the group keeps its
+    /// partitions for it until the session timeout, so an instance that restarts within it
+    /// gets them back without a rebalance. Its consumer closes when the application is
+    /// dropped.
+    ///
     /// # Errors
     /// The first commit error; every task is closed regardless.
     pub fn close(&mut self) -> Result<()> {
@@ -381,7 +386,12 @@ impl Application {
         if let Err(err) = commit_group(&self.consumer, &offsets) {
             tracing::warn!(%err, "committing the group offsets on close failed");
         }
-        self.consumer.unsubscribe();
+        // librdkafka sends LeaveGroup on unsubscribe even for a static member (it skips it
+        // only when the consumer itself closes), which would hand its partitions to the
+        // others at once: the rebalance static membership exists to avoid.
+        if self.shared.config.group_instance_id.is_none() {
+            self.consumer.unsubscribe();
+        }
         first_error.map_or(Ok(()), Err)
     }
 
