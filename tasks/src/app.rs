@@ -341,8 +341,7 @@ impl Application {
     ///
     /// A static member (`group_instance_id` set) does not leave: the group keeps its
     /// partitions for it until the session timeout, so an instance that restarts within it
-    /// gets them back without a rebalance. Its consumer closes when the application is
-    /// dropped.
+    /// gets them back without a rebalance.
     ///
     /// # Errors
     /// The first commit error; every task is closed regardless.
@@ -386,12 +385,10 @@ impl Application {
         if let Err(err) = commit_group(&self.consumer, &offsets) {
             tracing::warn!(%err, "committing the group offsets on close failed");
         }
-        // librdkafka sends LeaveGroup on unsubscribe even for a static member (it skips it
-        // only when the consumer itself closes), which would hand its partitions to the
-        // others at once: the rebalance static membership exists to avoid.
-        if self.shared.config.group_instance_id.is_none() {
-            self.consumer.unsubscribe();
-        }
+        // For a static member this sends no LeaveGroup: librdkafka leaves only once the
+        // revocation is served, which after `closed` is set happens only when the consumer is
+        // dropped and closes, and then it skips LeaveGroup for a static member (KIP-345).
+        self.consumer.unsubscribe();
         first_error.map_or(Ok(()), Err)
     }
 
