@@ -339,6 +339,10 @@ impl Application {
     /// other instances take the partitions over at once. A task whose processor failed is
     /// closed without committing.
     ///
+    /// A static member (`group_instance_id` set) does not leave: the group keeps its
+    /// partitions for it until the session timeout, so an instance that restarts within it
+    /// gets them back without a rebalance.
+    ///
     /// # Errors
     /// The first commit error; every task is closed regardless.
     pub fn close(&mut self) -> Result<()> {
@@ -381,6 +385,9 @@ impl Application {
         if let Err(err) = commit_group(&self.consumer, &offsets) {
             tracing::warn!(%err, "committing the group offsets on close failed");
         }
+        // For a static member this sends no LeaveGroup: librdkafka leaves only once the
+        // revocation is served, which after `closed` is set happens only when the consumer is
+        // dropped and closes, and then it skips LeaveGroup for a static member (KIP-345).
         self.consumer.unsubscribe();
         first_error.map_or(Ok(()), Err)
     }

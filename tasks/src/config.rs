@@ -147,8 +147,21 @@ pub struct TasksConfig {
     pub assignment_strategy: AssignmentStrategy,
     /// The longest a metadata, topic or produce request waits, in milliseconds. Default 30 s.
     pub request_timeout_ms: u64,
-    /// The replication factor of changelog topics this application creates. Default 1.
+    /// The replication factor of changelog topics this application creates (a store's
+    /// `replication_factor` overrides it); `-1` asks for the broker's
+    /// `default.replication.factor`, as Kafka Streams does since 3.0. Default -1.
     pub replication_factor: i32,
+    /// `min.insync.replicas` of every changelog topic this application creates, unless the
+    /// store's `topic_properties` name it: how many replicas hold a write before it counts
+    /// (`acks=all`). Default none: the broker's.
+    pub min_insync_replicas: Option<u32>,
+    /// Kafka's `group.instance.id` (KIP-345, static membership): an instance that has one
+    /// keeps its tasks when it stops, crashes or restarts and comes back within the session
+    /// timeout; no other member sees a rebalance. It must be unique in the group and stable
+    /// across restarts of the same instance (a host name and an index, with the same state
+    /// directory). `[A-Za-z0-9._-]`, at most 249 characters. Default none (dynamic members,
+    /// which leave the group when they close).
+    pub group_instance_id: Option<String>,
     /// Further librdkafka properties for every client (security, tuning).
     pub properties: BTreeMap<String, String>,
     /// What to do with an output record the brokers did not acknowledge. Default `fail`.
@@ -193,7 +206,9 @@ impl Default for TasksConfig {
             max_poll_interval_ms: 300_000,
             assignment_strategy: AssignmentStrategy::default(),
             request_timeout_ms: 30_000,
-            replication_factor: 1,
+            replication_factor: -1,
+            min_insync_replicas: None,
+            group_instance_id: None,
             properties: BTreeMap::new(),
             production_error: ProductionErrorPolicy::Fail,
             application_server: None,
@@ -262,7 +277,7 @@ impl TasksConfig {
             replication_factor: store.replication_factor.unwrap_or(self.replication_factor),
             produce_timeout_ms: self.request_timeout_ms,
             admin_timeout_ms: self.request_timeout_ms,
-            topic_properties: store.topic_properties.clone(),
+            topic_properties: crate::topics::changelog_topic_properties(self, store),
             properties: self.properties.clone(),
         }
     }
@@ -339,6 +354,10 @@ impl TasksConfig {
         }
         if self.restore_parallelism == 0 {
             return Err(Error::invalid("restore_parallelism must be at least 1"));
+        }
+        crate::topics::validate_replication(self)?;
+        if let Some(id) = &self.group_instance_id {
+            crate::client_config::validate_group_instance_id(id)?;
         }
         Ok(())
     }

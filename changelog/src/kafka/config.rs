@@ -86,8 +86,8 @@ pub struct KafkaConfig {
     /// topic keeps its own count. Default 1.
     pub partitions: u32,
     /// The replication factor given to the topic when this log creates it; `-1` asks for
-    /// the broker's `default.replication.factor`. Use 3 on a production cluster. Default 1,
-    /// which works on a single local broker.
+    /// the broker's `default.replication.factor` (Kafka Streams' default since 3.0), which is
+    /// 1 on a one-node broker and should be 3 on a production cluster. Default -1.
     pub replication_factor: i32,
     /// The longest an `append` waits for the brokers to acknowledge every record
     /// (`acks=all`), in milliseconds; also librdkafka's `message.timeout.ms`. Default 30000.
@@ -114,7 +114,7 @@ impl Default for KafkaConfig {
             application_id: String::new(),
             store_name: String::new(),
             partitions: 1,
-            replication_factor: 1,
+            replication_factor: -1,
             produce_timeout_ms: 30_000,
             admin_timeout_ms: 30_000,
             topic_properties: BTreeMap::new(),
@@ -372,6 +372,10 @@ mod tests {
                 ..named()
             },
             KafkaConfig {
+                replication_factor: -2,
+                ..named()
+            },
+            KafkaConfig {
                 produce_timeout_ms: 0,
                 ..named()
             },
@@ -394,6 +398,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(config.partitions, 1);
+        assert_eq!(config.replication_factor, -1, "the broker's default");
         assert_eq!(config.properties["security.protocol"], "SSL");
         let unknown = serde_json::from_value::<KafkaConfig>(serde_json::json!({ "acks": "1" }));
         assert!(unknown.is_err());

@@ -135,6 +135,16 @@ enum Command {
         /// measuring how processing threads scale when processing, not the broker, limits.
         #[arg(long, default_value_t = 0)]
         work_us: u64,
+        /// Replicas of the changelog topics this creates (-1: the broker's default).
+        #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+        replication_factor: i32,
+        /// min.insync.replicas of the changelog topics this creates (default: the broker's).
+        #[arg(long)]
+        min_insync_replicas: Option<u32>,
+        /// Static membership: a group.instance.id unique in the group and kept across restarts
+        /// of this instance, which then gets its tasks back without a rebalance.
+        #[arg(long)]
+        group_instance_id: Option<String>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -223,6 +233,9 @@ fn run(command: Command) -> Result<()> {
             key_partitioner,
             threads,
             work_us,
+            replication_factor,
+            min_insync_replicas,
+            group_instance_id,
         } => {
             if let Some((nth, ms)) = stall_in_record {
                 fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
@@ -257,6 +270,9 @@ fn run(command: Command) -> Result<()> {
                 restore_parallelism: restore_parallelism.unwrap_or(defaults.restore_parallelism),
                 key_partitioner,
                 stream_threads: threads,
+                replication_factor,
+                min_insync_replicas,
+                group_instance_id,
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;

@@ -56,6 +56,12 @@ enum Command {
         /// Leave the group and exit cleanly when stdin reaches its end.
         #[arg(long)]
         stop_on_stdin_eof: bool,
+        /// Replicas of the changelog topics this creates (-1: the broker's default).
+        #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+        replication_factor: i32,
+        /// min.insync.replicas of the changelog topics this creates (default: the broker's).
+        #[arg(long)]
+        min_insync_replicas: Option<u32>,
     },
     /// Produces records `from..to` (word, timestamp) keyed by word.
     Produce {
@@ -91,6 +97,8 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
             session_timeout_ms,
             num_standby_replicas,
             stop_on_stdin_eof,
+            replication_factor,
+            min_insync_replicas,
         } => {
             let config = TasksConfig {
                 application_id,
@@ -102,6 +110,8 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
                 session_timeout_ms,
                 heartbeat_interval_ms: (session_timeout_ms / 4).max(100),
                 num_standby_replicas,
+                replication_factor,
+                min_insync_replicas,
                 ..TasksConfig::default()
             };
             run(config, mode, &output, stop_on_stdin_eof)?;
