@@ -244,6 +244,6 @@ fn commit_fails_while_the_broker_is_down_and_the_run_resumes_without_loss() {
         scan(copy.store.inner().as_ref()),
         model,
         "broker log:\n{}",
-        broker.log()
+        broker.log(1)
     );
 }
