@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check and every test: formatting, lints, the whole workspace's tests (the conformance
 # suite on every backend and changelog, the kill -9 crash tests, the torn-tail tests) and the
-# Kafka integration tests against a real broker on loopback, started here and stopped after.
+# Kafka integration tests against Apache Kafka on loopback, started here and stopped after (the
+# tests that kill brokers start three-node clusters of their own through scripts/broker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -10,8 +11,8 @@ source scripts/setup.sh
 # CXX rebuilds RocksDB with g++.
 export CXX="${CXX:-clang++}"
 
-# The broker builds in the background while the workspace compiles: a build has stretches
-# (linking, one large crate) that leave a core idle.
+# The broker (Apache Kafka's jars, from Maven Central) installs in the background while the
+# workspace compiles.
 broker_log=$(mktemp "${TMPDIR:-/tmp}/statestore-broker-install.XXXXXX")
 scripts/broker.sh install >"$broker_log" 2>&1 &
 broker_install=$!

@@ -11,7 +11,8 @@
 #
 # Environment: STATESTORE_KAFKA_BOOTSTRAP (default 127.0.0.1:19092), BACKEND (default rocksdb),
 # SESSION_TIMEOUT_MS (default 10000), PROFILE (default release; `test` for the test build, whose
-# dependencies are optimised too), STANDBYS (the standby counts whose failover is measured,
+# dependencies are optimised too), STATIC (set: every instance a static member, with its own
+# group.instance.id), STANDBYS (the standby counts whose failover is measured,
 # default "0 1"; empty runs no failover), RESTORE (default 1; 0 skips the restore figures),
 # BROKER_PID (the broker's process on this machine: the restore figures then add the CPU time
 # the broker and the instance used from the instance's start to its last restored task).
@@ -50,7 +51,7 @@ start() {
   mkfifo "$WORK/$name.in"
   "$BIN" run --bootstrap "$BROKER" --topic "$TOPIC" --application-id "$APP" \
     --backend "$BACKEND" --session-timeout-ms "$SESSION" --commit-interval-ms 1000 \
-    --num-standby-replicas "${REPLICAS:-0}" \
+    --num-standby-replicas "${REPLICAS:-0}" ${STATIC:+--group-instance-id "$APP-$name"} \
     --state-dir "$WORK/$name" --stop-on-stdin-eof "$@" <"$WORK/$name.in" \
     2>"$WORK/$name.log" &
   PIDS[$name]=$!
