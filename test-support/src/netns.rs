@@ -9,7 +9,7 @@
 //!
 //! [`cut`](NetNamespace::cut) sets the root end of the pair down: the namespace's packets go
 //! nowhere, and its connections to the brokers stall or fail as in a real partition, while
-//! processes of the root namespace still reach the brokers on 10.231.<n>.1 (a local address
+//! processes of the root namespace still reach the brokers on `10.231.<n>.1` (a local address
 //! stays reachable from its own namespace with its link down).
 
 use std::ffi::OsStr;
