@@ -3,7 +3,6 @@
 use rdkafka::ClientConfig;
 
 use crate::config::TasksConfig;
-use store_api::{Error, Result};
 
 /// How often the group consumer's statistics (and so the tasks' lag metric) are refreshed,
 /// unless the properties say otherwise.
@@ -63,39 +62,9 @@ pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
     client
 }
 
-/// The longest `group.instance.id` accepted: Kafka's limit for names it keeps, as for topics.
-const MAX_GROUP_INSTANCE_ID: usize = 249;
-
-/// Checks a `group.instance.id` as Kafka does: 1 to 249 characters of `[A-Za-z0-9._-]`.
-///
-/// # Errors
-/// `InvalidArgument` naming the id and the rule.
-pub(crate) fn validate_group_instance_id(id: &str) -> Result<()> {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if id.is_empty() || id.len() > MAX_GROUP_INSTANCE_ID || !id.chars().all(allowed) {
-        return Err(Error::invalid(format!(
-            "group_instance_id {id:?} must hold 1 to {MAX_GROUP_INSTANCE_ID} letters, digits, \
-             '.', '_' or '-'"
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn group_instance_ids_follow_kafka() {
-        for good in ["host-1", "a", "web_3.eu-west", &"i".repeat(249)] {
-            validate_group_instance_id(good).expect(good);
-        }
-        for bad in ["", "a b", "host/1", "wörd", "a:b", &"i".repeat(250)] {
-            let err = validate_group_instance_id(bad).expect_err(bad);
-            assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
-            assert!(err.to_string().contains("group_instance_id"), "{err}");
-        }
-    }
 
     #[test]
     fn the_group_consumer_carries_the_instance_id_only_when_set() {

@@ -277,7 +277,7 @@ impl TasksConfig {
             replication_factor: store.replication_factor.unwrap_or(self.replication_factor),
             produce_timeout_ms: self.request_timeout_ms,
             admin_timeout_ms: self.request_timeout_ms,
-            topic_properties: crate::topics::changelog_topic_properties(self, store),
+            topic_properties: changelog_topic_properties(self, store),
             properties: self.properties.clone(),
         }
     }
@@ -355,9 +355,9 @@ impl TasksConfig {
         if self.restore_parallelism == 0 {
             return Err(Error::invalid("restore_parallelism must be at least 1"));
         }
-        crate::topics::validate_replication(self)?;
+        validate_replication(self)?;
         if let Some(id) = &self.group_instance_id {
-            crate::client_config::validate_group_instance_id(id)?;
+            validate_group_instance_id(id)?;
         }
         Ok(())
     }
@@ -371,6 +371,79 @@ pub fn validate_application_id(id: &str) -> Result<()> {
     if let Err(err) = validate_topic(id) {
         return Err(Error::invalid(format!(
             "application_id {id:?} is not valid, as a part of topic names: {err}"
+        )));
+    }
+    Ok(())
+}
+
+/// The topic property that says how many replicas must hold a write before `acks=all` returns.
+const MIN_INSYNC: &str = "min.insync.replicas";
+
+/// The topic properties of `store`'s changelog topic: the store's own, with the application's
+/// `min.insync.replicas` added unless the store names it.
+pub(crate) fn changelog_topic_properties(
+    config: &TasksConfig,
+    store: &StoreSpec,
+) -> BTreeMap<String, String> {
+    let mut properties = store.topic_properties.clone();
+    if let Some(min_insync) = config.min_insync_replicas {
+        properties
+            .entry(MIN_INSYNC.to_owned())
+            .or_insert_with(|| min_insync.to_string());
+    }
+    properties
+}
+
+/// Checks `min.insync.replicas`, the application's and each changelog topic's: a whole number
+/// of at least 1, and at most the topic's replication factor when that is given, since a topic
+/// with fewer replicas than it needs in sync refuses every `acks=all` write.
+///
+/// # Errors
+/// `InvalidArgument` naming the store or the option.
+pub(crate) fn validate_replication(config: &TasksConfig) -> Result<()> {
+    if config.min_insync_replicas == Some(0) {
+        return Err(Error::invalid("min_insync_replicas must be at least 1"));
+    }
+    for store in config.stores.iter().filter(|store| store.logging) {
+        let changelog = config.changelog_config(store, 1);
+        let Some(value) = changelog.topic_properties.get(MIN_INSYNC) else {
+            continue;
+        };
+        let min_insync = value
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "store {:?}: {MIN_INSYNC} must be a whole number of at least 1, not {value:?}",
+                    store.name
+                ))
+            })?;
+        let replicas = changelog.replication_factor;
+        if replicas > 0 && min_insync > replicas {
+            return Err(Error::invalid(format!(
+                "store {:?}: {MIN_INSYNC} {min_insync} exceeds the changelog topic's \
+                 replication factor {replicas}: no write could ever be acknowledged",
+                store.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The longest `group.instance.id` accepted: Kafka's limit for names it keeps, as for topics.
+const MAX_GROUP_INSTANCE_ID: usize = 249;
+
+/// Checks a `group.instance.id` as Kafka does: 1 to 249 characters of `[A-Za-z0-9._-]`.
+///
+/// # Errors
+/// `InvalidArgument` naming the id and the rule.
+pub(crate) fn validate_group_instance_id(id: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if id.is_empty() || id.len() > MAX_GROUP_INSTANCE_ID || !id.chars().all(allowed) {
+        return Err(Error::invalid(format!(
+            "group_instance_id {id:?} must hold 1 to {MAX_GROUP_INSTANCE_ID} letters, digits, \
+             '.', '_' or '-'"
         )));
     }
     Ok(())
@@ -496,5 +569,85 @@ mod tests {
         assert_eq!(config.commit_interval(), Duration::from_secs(30));
         assert_eq!(config.num_standby_replicas, 0);
         assert_eq!(config.state_cleanup_delay(), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn group_instance_ids_follow_kafka() {
+        for good in ["host-1", "a", "web_3.eu-west", &"i".repeat(249)] {
+            validate_group_instance_id(good).expect(good);
+        }
+        for bad in ["", "a b", "host/1", "wörd", "a:b", &"i".repeat(250)] {
+            let err = validate_group_instance_id(bad).expect_err(bad);
+            assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+            assert!(err.to_string().contains("group_instance_id"), "{err}");
+        }
+    }
+
+    #[test]
+    fn changelogs_take_the_applications_min_insync_unless_the_store_names_one() {
+        let mut own = StoreSpec::new("own", "memory");
+        own.topic_properties.insert(MIN_INSYNC.into(), "1".into());
+        let config = TasksConfig {
+            min_insync_replicas: Some(2),
+            stores: vec![StoreSpec::new("counts", "memory"), own],
+            ..valid()
+        };
+        config.validate().expect("valid");
+        let properties = |store| {
+            config
+                .changelog_config(&config.stores[store], 1)
+                .topic_properties
+        };
+        assert_eq!(properties(0)[MIN_INSYNC], "2");
+        assert_eq!(properties(1)[MIN_INSYNC], "1");
+        let plain = valid();
+        let changelog = plain.changelog_config(&plain.stores[0], 1);
+        assert!(!changelog.topic_properties.contains_key(MIN_INSYNC));
+        assert_eq!(changelog.replication_factor, -1, "the broker's default");
+    }
+
+    #[test]
+    fn min_insync_is_at_least_one_and_at_most_the_replicas() {
+        let mut two = StoreSpec::new("two", "memory");
+        two.replication_factor = Some(2);
+        let mut word = StoreSpec::new("word", "memory");
+        word.topic_properties
+            .insert(MIN_INSYNC.into(), "two".into());
+        let cases = [
+            (
+                TasksConfig {
+                    min_insync_replicas: Some(0),
+                    ..valid()
+                },
+                "min_insync_replicas must be at least 1",
+            ),
+            (
+                TasksConfig {
+                    min_insync_replicas: Some(3),
+                    stores: vec![two.clone()],
+                    ..valid()
+                },
+                "store \"two\": min.insync.replicas 3 exceeds",
+            ),
+            (
+                TasksConfig {
+                    stores: vec![word],
+                    ..valid()
+                },
+                "not \"two\"",
+            ),
+        ];
+        for (config, expected) in cases {
+            let err = config.validate().expect_err(expected);
+            assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+        // With the broker's replication factor (-1) there is nothing to compare with.
+        TasksConfig {
+            min_insync_replicas: Some(3),
+            ..valid()
+        }
+        .validate()
+        .expect("unknown replication factor");
     }
 }
