@@ -8,6 +8,9 @@
 //! are the tests' own, started through `scripts/broker.sh`). The partition test needs root
 //! (`ip netns`).
 
+mod support;
+use support::{BIN, output, unique};
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -26,28 +29,11 @@ use rdkafka::{Offset, TopicPartitionList};
 use statestore_changelog::kafka_util::block_on;
 use statestore_test_support::{Cluster, NetNamespace};
 
-const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
-
 /// Input partitions, so tasks.
 const PARTITIONS: i32 = 4;
 
 /// Lines per produced round (8 words each): modest, the machine has 2 cores.
 const ROUND: u64 = 100;
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// Runs the binary to completion and returns its stdout.
-fn output(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?} failed: {stderr}");
-    String::from_utf8(out.stdout).expect("utf-8")
-}
 
 /// Creates the input topic and both changelogs with 3 replicas and `min.insync.replicas` 2
 /// before any instance starts (the application's default replication factor may be 1).

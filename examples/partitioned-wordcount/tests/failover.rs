@@ -7,6 +7,9 @@
 //! fail instead under `STATESTORE_REQUIRE_KAFKA=1`, which `scripts/test.sh` sets).
 //! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 1000, 8 records each).
 
+mod support;
+use support::{BIN, output, unique};
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -19,8 +22,6 @@ use statestore_changelog::{Changelog, CommitReader, KafkaConfig, KafkaLog};
 use statestore_tasks::{POSITION_KEY, decode_task_position};
 use store_api::BatchOp;
 
-const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
-
 /// The session timeout of the instances of the first test: long enough for a saturated 2-core
 /// machine, where a broker can answer heartbeats late.
 const SESSION_TIMEOUT_MS: u64 = 20_000;
@@ -29,26 +30,11 @@ fn bootstrap(test: &str) -> Option<String> {
     statestore_test_support::kafka_bootstrap(test)
 }
 
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
 fn lines() -> u64 {
     std::env::var("STATESTORE_TASKS_LINES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000)
-}
-
-/// Runs the binary to completion and returns its stdout.
-fn output(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?} failed: {stderr}");
-    String::from_utf8(out.stdout).expect("utf-8")
 }
 
 /// How an instance runs.

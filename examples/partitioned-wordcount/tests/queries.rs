@@ -7,31 +7,17 @@
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP`; without it the test prints one SKIP line and passes.
 
+mod support;
+use support::{BIN, output, unique};
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
+use std::time::{Duration, Instant};
 
 /// Lines produced (8 words each).
 const LINES: u64 = 2_000;
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// Runs the binary to completion and returns its stdout.
-fn output(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?} failed: {stderr}");
-    String::from_utf8(out.stdout).expect("utf-8")
-}
 
 /// An instance process serving queries, its stderr lines on a channel.
 struct Instance {

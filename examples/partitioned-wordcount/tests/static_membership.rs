@@ -7,36 +7,23 @@
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP`; without it the test prints one SKIP line and passes (it
 //! fails instead under `STATESTORE_REQUIRE_KAFKA=1`).
 
+mod support;
+use support::{BIN, output, unique};
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-const BIN: &str = env!("CARGO_BIN_EXE_partitioned-wordcount");
 /// Long enough that the restarted instance is back well within it, even on a loaded machine.
 const SESSION_TIMEOUT_MS: &str = "20000";
 const LINES: u64 = 1_000;
 const PARTITIONS: i32 = 4;
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() % 1_000_000_000_000);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// Runs the binary to completion and returns its stdout.
-fn output(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?} failed: {stderr}");
-    String::from_utf8(out.stdout).expect("utf-8")
-}
 
 /// One instance process with a static id, its stderr lines on a channel.
 struct Instance {
