@@ -1,6 +1,7 @@
 //! [`Application`]: one instance of a partitioned application, and its processing loop.
 
 mod batch;
+mod failures;
 mod standbys;
 
 pub(crate) use batch::PartitionQueues;
@@ -22,6 +23,8 @@ use crate::client_config::{consumer_config, unique_client_id};
 use crate::config::TasksConfig;
 use crate::context::{Processor, ProcessorContext, process_message, punctuate_wall_clock};
 use crate::group::{GroupContext, Shared, commit_group};
+use crate::handlers::{ConfiguredHandler, ErrorHandler, Failure};
+use crate::lifecycle::{AppState, StateListener};
 use crate::members;
 use crate::outputs::Outputs;
 use crate::queries::{Queries, QueryState, describes_group};
@@ -68,6 +71,8 @@ pub struct Application {
     describe_backoff: Duration,
     /// When the tasks' wall-clock punctuators were last looked at.
     last_wall_clock: Instant,
+    /// Answers failures of the processors.
+    handler: Box<dyn ErrorHandler>,
     closed: bool,
 }
 
@@ -110,7 +115,8 @@ impl Application {
             state,
             tasks: Mutex::new(Default::default()),
             error: Mutex::new(None),
-            events: Mutex::new(Vec::new()),
+            events: Mutex::new(std::collections::VecDeque::new()),
+            lifecycle: crate::lifecycle::Lifecycle::new(),
             listener: Mutex::new(listener),
             standbys: Mutex::new(Standbys::new()),
             client_id: unique_client_id(
@@ -121,6 +127,7 @@ impl Application {
             clients,
             outputs: Mutex::new(Outputs::new(config.production_error)),
             restorer: Mutex::new(Restorer::new()),
+            outputs_lost: AtomicBool::new(false),
             queries: QueryState::new(),
             config,
         });
@@ -140,6 +147,10 @@ impl Application {
             partitions,
             "started"
         );
+        let handler = Box::new(ConfiguredHandler {
+            processing: shared.config.processing_error,
+            deserialization: shared.config.deserialization_error,
+        });
         Ok(Application {
             consumer: Arc::new(consumer),
             queues: batch::PartitionQueues::default(),
@@ -149,8 +160,24 @@ impl Application {
             last_group_check: Instant::now(),
             describe_backoff: GROUP_CHECK_INTERVAL,
             last_wall_clock: Instant::now(),
+            handler,
             closed: false,
         })
+    }
+
+    /// Replaces the handler of failed records, which the configuration's
+    /// [`processing_error`](TasksConfig::processing_error) and
+    /// [`deserialization_error`](TasksConfig::deserialization_error) make by default (see
+    /// the [`handlers`](crate::handlers) module). Its `DeadLetter` answers need
+    /// [`dead_letter_topic`](TasksConfig::dead_letter_topic); without one they skip the
+    /// record as `Continue` does.
+    pub fn set_error_handler(&mut self, handler: impl ErrorHandler + 'static) {
+        self.handler = Box::new(handler);
+    }
+
+    /// Answers a failure of the processor (see [`failures::handle`]).
+    fn handle_failure(&self, failure: Failure) -> Result<()> {
+        failures::handle(&self.consumer, &self.shared, &*self.handler, failure)
     }
 
     /// The number of tasks: the input topics' partition count.
@@ -189,9 +216,36 @@ impl Application {
         self.shared.outputs.lock().dropped()
     }
 
-    /// The task events since the last call, oldest first.
+    /// The task events since the last call, oldest first: the latest 1024 of them.
     pub fn take_events(&self) -> Vec<TaskEvent> {
-        std::mem::take(&mut *self.shared.events.lock())
+        std::mem::take(&mut *self.shared.events.lock()).into()
+    }
+
+    /// The application's state now.
+    pub fn state(&self) -> AppState {
+        self.shared.lifecycle.state()
+    }
+
+    /// Tells `listener` of every change of the application's state from now on (see
+    /// [`StateListener`]), replacing any listener set before.
+    pub fn set_state_listener(&self, listener: impl StateListener + 'static) {
+        self.shared.lifecycle.set_listener(Box::new(listener));
+    }
+
+    /// Moves the state on after a poll: `Error` when it failed, `Running` once the group
+    /// assigned this instance its partitions (none, possibly) and no assigned task is
+    /// restoring, `Rebalancing` before.
+    fn after_poll<T>(&self, polled: Result<T>) -> Result<T> {
+        let assigned = self.shared.rebalances.load(Ordering::Relaxed) > 0;
+        match &polled {
+            Err(Error::Closed) => {}
+            Err(_) => self.shared.lifecycle.to(AppState::Error),
+            Ok(_) if assigned && self.shared.restorer.lock().tasks.is_empty() => {
+                self.shared.lifecycle.to(AppState::Running);
+            }
+            Ok(_) => self.shared.lifecycle.to(AppState::Rebalancing),
+        }
+        polled
     }
 
     /// Serves rebalances and processes at most one record with `processor`, waiting up to
@@ -207,6 +261,14 @@ impl Application {
     where
         P: Processor + ?Sized,
     {
+        let polled = self.poll_once(timeout, processor);
+        self.after_poll(polled)
+    }
+
+    fn poll_once<P>(&mut self, timeout: Duration, processor: &mut P) -> Result<bool>
+    where
+        P: Processor + ?Sized,
+    {
         if self.closed {
             return Err(Error::Closed);
         }
@@ -214,6 +276,7 @@ impl Application {
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
+        revive_if_outputs_lost(&self.consumer, &self.shared);
         self.shared.finish_restores(&self.consumer, None)?;
         let (processed, full) = match polled {
             None => (false, false),
@@ -224,22 +287,44 @@ impl Application {
                 (false, false)
             }
             Some(Ok(message)) => {
-                let mut outputs = self.shared.outputs.lock();
-                process_message(&self.shared, &message, outputs.pending(), processor)?
+                let processed = {
+                    let mut outputs = self.shared.outputs.lock();
+                    process_message(&self.shared, &message, outputs.pending(), processor)
+                };
+                drop(message);
+                match processed {
+                    Ok(processed) => processed,
+                    Err(failure) => {
+                        self.handle_failure(*failure)?;
+                        (false, false)
+                    }
+                }
             }
         };
         if self.last_wall_clock.elapsed() >= WALL_CLOCK_CHECK_INTERVAL {
             // Starts idle tasks too, so that their wall-clock punctuators run without records.
-            punctuate_wall_clock(
+            let punctuated = punctuate_wall_clock(
                 &self.shared,
                 self.shared.outputs.lock().pending(),
                 processor,
-            )?;
+            );
+            if let Err(failure) = punctuated {
+                self.handle_failure(*failure)?;
+            }
             self.last_wall_clock = Instant::now();
         }
         self.send_outputs()?;
         self.maintain(full)?;
         Ok(processed)
+    }
+
+    /// Hands the processors' outputs to the producer; a timeout revives every task (see
+    /// [`revive_on_timeout`]).
+    fn send_outputs(&self) -> Result<()> {
+        match self.shared.send_outputs() {
+            Ok(()) => Ok(()),
+            Err(err) => revive_on_timeout(&self.consumer, &self.shared, err),
+        }
     }
 
     /// What every poll does after processing: commits when a store is `full` or the commit
@@ -350,6 +435,13 @@ impl Application {
             return Ok(());
         }
         self.closed = true;
+        self.shared.lifecycle.to(AppState::PendingShutdown);
+        let closed = self.close_tasks();
+        self.shared.lifecycle.to(AppState::NotRunning);
+        closed
+    }
+
+    fn close_tasks(&mut self) -> Result<()> {
         self.shared.queries.close();
         self.shared
             .abandon_restores(self.shared.config.request_timeout());
@@ -392,26 +484,62 @@ impl Application {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn send_outputs(&mut self) -> Result<()> {
-        self.shared.send_outputs()
-    }
-
     fn flush_outputs(&mut self) -> Result<()> {
         self.shared.flush_outputs()
     }
 }
 
-/// [`Application::commit`] but for the cleanup: every task and then the group offsets.
-pub(crate) fn commit_tasks(consumer: &BaseConsumer<GroupContext>, shared: &Shared) -> Result<()> {
-    shared.flush_outputs()?;
+/// Answers an error of the outputs: a timeout (brokers slower than the produce timeout, or
+/// away, or a producer queue that stayed full) closes every task without committing and opens
+/// it again from its last commit, so that every record whose output may be lost is processed
+/// again; the instance goes on. Any other error is returned.
+///
+/// # Errors
+/// `err`, unless it is a `Timeout`.
+pub(crate) fn revive_on_timeout(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Arc<Shared>,
+    err: Error,
+) -> Result<()> {
+    if err.kind() != ErrorKind::Timeout {
+        return Err(err);
+    }
+    tracing::warn!(%err, "outputs timed out: every task goes back to its last commit");
+    let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+    shared.outputs.lock().forget_failures();
+    shared.revive(consumer, &partitions);
+    Ok(())
+}
+
+/// Revives every task when a rebalance callback found outputs lost (see
+/// [`revive_on_timeout`]).
+pub(crate) fn revive_if_outputs_lost(consumer: &BaseConsumer<GroupContext>, shared: &Arc<Shared>) {
+    if shared.outputs_lost.swap(false, Ordering::Relaxed) {
+        let lost = Error::Timeout("outputs timed out during a rebalance".to_owned());
+        let _ = revive_on_timeout(consumer, shared, lost);
+    }
+}
+
+/// [`Application::commit`] but for the cleanup: every task and then the group offsets. A
+/// task whose commit timed out is closed without committing and opened again.
+pub(crate) fn commit_tasks(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Arc<Shared>,
+) -> Result<()> {
+    if let Err(err) = shared.flush_outputs() {
+        return revive_on_timeout(consumer, shared, err);
+    }
     let mut offsets = Vec::new();
+    let mut timed_out = Vec::new();
     {
         let mut tasks = shared.tasks.lock();
         let mut fenced = Vec::new();
         let mut first_error = None;
         let due = tasks
             .iter_mut()
-            .filter(|(_, task)| task.committed_offset != task.next_offset || task.needs_commit())
+            .filter(|(_, task)| {
+                !task.poisoned && (task.committed_offset != task.next_offset || task.needs_commit())
+            })
             .map(|(&partition, task)| (partition, task));
         let results = commit_in_parallel(due.collect(), |task| (task.id, task.commit()));
         for (partition, (id, result)) in results {
@@ -420,6 +548,10 @@ pub(crate) fn commit_tasks(consumer: &BaseConsumer<GroupContext>, shared: &Share
                 Err(err) if err.kind() == ErrorKind::Fenced => {
                     tracing::warn!(task = %id, %err, "task fenced by a newer owner: dropped as lost");
                     fenced.push(partition);
+                }
+                Err(err) if err.kind() == ErrorKind::Timeout => {
+                    tracing::warn!(task = %id, %err, "task commit timed out");
+                    timed_out.push(partition);
                 }
                 Err(err) => first_error = first_error.or(Some(err)),
             }
@@ -434,6 +566,7 @@ pub(crate) fn commit_tasks(consumer: &BaseConsumer<GroupContext>, shared: &Share
             }
         }
     }
+    shared.revive(consumer, &timed_out);
     if let Err(err) = commit_group(consumer, &offsets) {
         // The stores hold the positions; the group offset is a floor and for monitoring,
         // and a commit racing a rebalance is refused. It is tried again at the next

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use statestore_changelog::{KafkaConfig, LoggedStoreConfig, validate_topic};
 
+use crate::handlers::{ErrorAction, UncaughtErrorPolicy};
 use crate::outputs::ProductionErrorPolicy;
 use crate::stores::StoreKind;
 use store_api::{Error, Result};
@@ -107,8 +108,9 @@ impl StoreSpec {
 }
 
 /// The configuration of a partitioned application. Deserialize it from a configuration table;
-/// unknown fields are rejected.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+/// unknown fields are rejected. `Debug` hides the value of every secret property (see
+/// [`is_secret`](statestore_changelog::is_secret)).
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TasksConfig {
     /// `application.id`: the consumer group id, the state directory's name and the prefix of
@@ -166,6 +168,22 @@ pub struct TasksConfig {
     pub properties: BTreeMap<String, String>,
     /// What to do with an output record the brokers did not acknowledge. Default `fail`.
     pub production_error: ProductionErrorPolicy,
+    /// What happens to a record whose `process` (or a punctuation whose `punctuate`) returned
+    /// an error or panicked: `fail`, `continue` (skip it) or `dead_letter` (see
+    /// [`ErrorAction`]). Kafka Streams' `processing.exception.handler`. Default `fail`.
+    pub processing_error: ErrorAction,
+    /// As `processing_error`, for a record that
+    /// [`key_as`](crate::ProcessorContext::key_as) or
+    /// [`value_as`](crate::ProcessorContext::value_as) could not decode. Kafka Streams'
+    /// `default.deserialization.exception.handler`. Default `fail`.
+    pub deserialization_error: ErrorAction,
+    /// Kafka Streams' `errors.dead.letter.queue.topic.name`: where a `dead_letter` action
+    /// sends failed records. It must exist when the application starts. Default none.
+    pub dead_letter_topic: Option<String>,
+    /// What happens after a failure answered `fail`: `shutdown_client` (stop the instance) or
+    /// `replace_thread` (start the failed task again from its last commit). Default
+    /// `shutdown_client`, as Kafka Streams'.
+    pub uncaught_error: UncaughtErrorPolicy,
     /// Kafka Streams' `application.server`: the `host:port` at which this instance answers
     /// interactive queries, advertised to the other instances through its `client.id` (see
     /// [`Queries`](crate::Queries)). Setting it makes the poll loop read the group's members
@@ -184,6 +202,55 @@ pub struct TasksConfig {
     /// [`poll_tasks`](crate::Application::poll_tasks) takes from the consumer and processes
     /// before it commits (when due) and polls again. Default 1000 (Kafka's).
     pub max_poll_records: usize,
+}
+
+impl std::fmt::Debug for TasksConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TasksConfig")
+            .field("application_id", &self.application_id)
+            .field("state_dir", &self.state_dir)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("input_topics", &self.input_topics)
+            .field("stores", &self.stores)
+            .field("commit_interval_ms", &self.commit_interval_ms)
+            .field("num_standby_replicas", &self.num_standby_replicas)
+            .field("state_cleanup_delay_ms", &self.state_cleanup_delay_ms)
+            .field("restore_parallelism", &self.restore_parallelism)
+            .field("session_timeout_ms", &self.session_timeout_ms)
+            .field("heartbeat_interval_ms", &self.heartbeat_interval_ms)
+            .field("max_poll_interval_ms", &self.max_poll_interval_ms)
+            .field("assignment_strategy", &self.assignment_strategy)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("replication_factor", &self.replication_factor)
+            .field("min_insync_replicas", &self.min_insync_replicas)
+            .field("group_instance_id", &self.group_instance_id)
+            .field("properties", &redacted(&self.properties))
+            .field("production_error", &self.production_error)
+            .field("processing_error", &self.processing_error)
+            .field("deserialization_error", &self.deserialization_error)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("uncaught_error", &self.uncaught_error)
+            .field("application_server", &self.application_server)
+            .field("key_partitioner", &self.key_partitioner)
+            .field("stream_threads", &self.stream_threads)
+            .field("max_poll_records", &self.max_poll_records)
+            .finish()
+    }
+}
+
+/// `properties` with every secret value replaced, for `Debug`.
+fn redacted(properties: &BTreeMap<String, String>) -> BTreeMap<&str, &str> {
+    properties
+        .iter()
+        .map(|(key, value)| {
+            let shown = if statestore_changelog::is_secret(key) {
+                "[redacted]"
+            } else {
+                value.as_str()
+            };
+            (key.as_str(), shown)
+        })
+        .collect()
 }
 
 /// The most processing threads an instance may run.
@@ -211,6 +278,10 @@ impl Default for TasksConfig {
             group_instance_id: None,
             properties: BTreeMap::new(),
             production_error: ProductionErrorPolicy::Fail,
+            processing_error: ErrorAction::Fail,
+            deserialization_error: ErrorAction::Fail,
+            dead_letter_topic: None,
+            uncaught_error: UncaughtErrorPolicy::ShutdownClient,
             application_server: None,
             key_partitioner: crate::KeyPartitioner::default(),
             stream_threads: 1,
@@ -356,6 +427,7 @@ impl TasksConfig {
             return Err(Error::invalid("restore_parallelism must be at least 1"));
         }
         validate_replication(self)?;
+        crate::handlers::validate(self)?;
         if let Some(id) = &self.group_instance_id {
             validate_group_instance_id(id)?;
         }
@@ -460,6 +532,47 @@ mod tests {
             stores: vec![StoreSpec::new("counts", "memory")],
             ..TasksConfig::default()
         }
+    }
+
+    #[test]
+    fn debug_hides_secret_properties() {
+        let config = TasksConfig {
+            properties: BTreeMap::from([
+                ("sasl.password".to_owned(), "hunter2".to_owned()),
+                ("sasl.username".to_owned(), "alice".to_owned()),
+            ]),
+            ..valid()
+        };
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("alice"), "{printed}");
+        assert!(printed.contains("max_poll_records"), "{printed}");
+    }
+
+    #[test]
+    fn dead_letters_need_a_topic_that_is_not_an_input() {
+        let err = TasksConfig {
+            processing_error: ErrorAction::DeadLetter,
+            ..valid()
+        }
+        .validate()
+        .expect_err("no topic");
+        assert!(err.to_string().contains("dead_letter_topic"), "{err}");
+        let err = TasksConfig {
+            deserialization_error: ErrorAction::DeadLetter,
+            dead_letter_topic: Some("input".into()),
+            ..valid()
+        }
+        .validate()
+        .expect_err("an input topic");
+        assert!(err.to_string().contains("input topic"), "{err}");
+        TasksConfig {
+            deserialization_error: ErrorAction::DeadLetter,
+            dead_letter_topic: Some("failed".into()),
+            ..valid()
+        }
+        .validate()
+        .expect("a topic of its own");
     }
 
     #[test]

@@ -2,15 +2,17 @@
 //! punctuators) and [`ProcessorContext`] (one input record and its task), and the
 //! [`Processor`] the application drives.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::time::Duration;
 
 use rdkafka::message::{BorrowedMessage, Message};
 use statestore_changelog::TaskId;
+use statestore_operator_stores::{KeyCodec, ValueCodec};
 use store_api::{Error, Result};
 
 use crate::group::Shared;
+use crate::handlers::{FailedRecord, Failure, FailureStage, guarded};
 use crate::outputs::Output;
 use crate::punctuation::{Punctuation, PunctuationType, PunctuatorId, wall_clock_ms};
 use crate::store::TaskStore;
@@ -27,7 +29,9 @@ pub trait Processor {
     /// first record: the place to [`schedule`](TaskContext::schedule) its punctuators.
     ///
     /// # Errors
-    /// An error stops the application, as a processor error does.
+    /// An error (or a panic) goes to the
+    /// [`uncaught_error`](crate::TasksConfig::uncaught_error) policy; nothing `init` wrote
+    /// is committed.
     fn init(&mut self, ctx: &mut TaskContext<'_>) -> Result<()> {
         let _ = ctx;
         Ok(())
@@ -36,8 +40,9 @@ pub trait Processor {
     /// Processes one input record.
     ///
     /// # Errors
-    /// An error stops the application; the record's task is never committed again, so no part
-    /// of the record is (see [`Application::poll`](crate::Application::poll)).
+    /// An error (or a panic) fails the record: nothing this call wrote is committed and its
+    /// outputs are dropped; the error handler then fails the task, skips the record or sends
+    /// it to the dead-letter topic (see the [`handlers`](crate::handlers) module).
     fn process(&mut self, ctx: &mut ProcessorContext<'_>) -> Result<()>;
 
     /// Called for each due punctuator of the task.
@@ -136,6 +141,7 @@ impl<'a> TaskContext<'a> {
             topic: topic.to_owned(),
             key: key.map(<[u8]>::to_vec),
             value: value.map(<[u8]>::to_vec),
+            headers: Vec::new(),
         });
     }
 
@@ -169,6 +175,9 @@ pub struct ProcessorContext<'a> {
     message: &'a BorrowedMessage<'a>,
     offset: u64,
     partition: u32,
+    /// [`key_as`](ProcessorContext::key_as) or [`value_as`](ProcessorContext::value_as)
+    /// failed: an error the call returns is a deserialization failure.
+    undecodable: Cell<bool>,
 }
 
 impl<'a> Deref for ProcessorContext<'a> {
@@ -209,6 +218,32 @@ impl ProcessorContext<'_> {
     pub fn value(&self) -> Option<&[u8]> {
         self.message.payload()
     }
+
+    /// The record's key decoded with codec `C` (`None` for a record without a key). An error
+    /// from it that the processor returns is a deserialization failure, which
+    /// [`deserialization_error`](crate::TasksConfig::deserialization_error) handles.
+    ///
+    /// # Errors
+    /// The codec's error for a key it cannot decode.
+    pub fn key_as<K, C: KeyCodec<K>>(&self) -> Result<Option<K>> {
+        self.decoded(self.key().map(C::decode_key).transpose())
+    }
+
+    /// The record's value decoded with codec `C` (such as
+    /// [`Json`](statestore_operator_stores::Json)), as [`key_as`](ProcessorContext::key_as).
+    ///
+    /// # Errors
+    /// The codec's error for a value it cannot decode.
+    pub fn value_as<V, C: ValueCodec<V>>(&self) -> Result<Option<V>> {
+        self.decoded(self.value().map(C::decode_value).transpose())
+    }
+
+    fn decoded<T>(&self, decoded: Result<T>) -> Result<T> {
+        if decoded.is_err() {
+            self.undecodable.set(true);
+        }
+        decoded
+    }
 }
 
 /// The partition, input topic index and offset of `message`, when it is a record of an
@@ -221,6 +256,30 @@ pub(crate) fn locate(shared: &Shared, message: &BorrowedMessage<'_>) -> Option<(
     ))
 }
 
+/// What a call of user code ends with: `Err` is a failure, for the error handler.
+pub(crate) type Called<T> = std::result::Result<T, Box<Failure>>;
+
+/// A failure of `task`'s processor at `stage`.
+fn failure(
+    task: &Task,
+    stage: FailureStage,
+    record: Option<(FailedRecord, usize)>,
+    (error, panicked): (Error, bool),
+) -> Box<Failure> {
+    let (record, topic_index) = match record {
+        Some((record, topic)) => (Some(record), Some(topic)),
+        None => (None, None),
+    };
+    Box::new(Failure {
+        task: task.id,
+        stage,
+        record,
+        error,
+        panicked,
+        topic_index,
+    })
+}
+
 /// Hands `message` to `processor` with its task, unless the task already processed it, then
 /// calls the task's stream-time punctuators that came due. Returns whether it was processed,
 /// and whether a store of its task needs a commit now.
@@ -229,7 +288,7 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
     message: &BorrowedMessage<'_>,
     outputs: &mut Vec<Output>,
     processor: &mut P,
-) -> Result<(bool, bool)> {
+) -> Called<(bool, bool)> {
     let Some((partition, topic, offset)) = locate(shared, message) else {
         return Ok((false, false));
     };
@@ -247,33 +306,51 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
     )
 }
 
-/// [`process_message`] for a record of `task` found at `(partition, topic, offset)`.
+/// [`process_message`] for a record of `task` found at `(partition, topic, offset)`. A call
+/// of the processor that fails or panics leaves the task poisoned, and drops the outputs it
+/// sent; a poisoned task processes nothing until it is rewound. A record the error handler
+/// said to skip is passed over.
 pub(crate) fn process_record<P: Processor + ?Sized>(
     task: &mut Task,
     (partition, topic, offset): (u32, usize, u64),
     message: &BorrowedMessage<'_>,
     outputs: &mut Vec<Output>,
     processor: &mut P,
-) -> Result<(bool, bool)> {
-    if task.next_offset[topic].is_some_and(|next| offset < next) {
+) -> Called<(bool, bool)> {
+    if task.poisoned || task.next_offset[topic].is_some_and(|next| offset < next) {
         return Ok((false, false));
     }
     init_task(task, outputs, processor)?;
+    if task.skips(topic, offset) {
+        task.next_offset[topic] = Some(offset + 1);
+        return Ok((false, task.needs_commit()));
+    }
     task.replay_record(topic, offset);
     if let Some(timestamp) = message.timestamp().to_millis() {
         task.advance_stream_time(timestamp);
     }
+    let sent = outputs.len();
+    task.begin_call();
     let mut context = ProcessorContext {
         task: TaskContext::new(task, outputs),
         message,
         offset,
         partition,
+        undecodable: Cell::new(false),
     };
-    let processed = processor.process(&mut context);
-    if let Err(err) = processed {
-        task.poisoned = true;
-        return Err(err);
+    let called = guarded(|| processor.process(&mut context));
+    let undecodable = context.undecodable.get();
+    if let Err(failed) = called {
+        outputs.truncate(sent);
+        let stage = if undecodable {
+            FailureStage::Deserialization
+        } else {
+            FailureStage::Processing
+        };
+        let record = FailedRecord::of(message, partition, offset);
+        return Err(failure(task, stage, Some((record, topic)), failed));
     }
+    task.finish_call();
     task.next_offset[topic] = Some(offset + 1);
     task.metrics.records.increment(1);
     if let Some(now) = task.stream_time {
@@ -282,22 +359,27 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
     Ok((true, task.needs_commit()))
 }
 
-/// Calls `processor.init` for a task that has not started processing here yet.
+/// Calls `processor.init` for a task that has not started processing here yet (or whose
+/// `init` failed).
 pub(crate) fn init_task<P: Processor + ?Sized>(
     task: &mut Task,
     outputs: &mut Vec<Output>,
     processor: &mut P,
-) -> Result<()> {
+) -> Called<()> {
     if task.initialized {
         return Ok(());
     }
     task.replay_between_records();
-    let initialized = processor.init(&mut TaskContext::new(task, outputs));
-    if initialized.is_err() {
-        task.poisoned = true;
+    let sent = outputs.len();
+    task.begin_call();
+    let called = guarded(|| processor.init(&mut TaskContext::new(task, outputs)));
+    if let Err(failed) = called {
+        outputs.truncate(sent);
+        return Err(failure(task, FailureStage::Initialization, None, failed));
     }
+    task.finish_call();
     task.initialized = true;
-    initialized
+    Ok(())
 }
 
 /// Calls every punctuator of `kind` of `task` due at `time`.
@@ -307,7 +389,7 @@ pub(crate) fn punctuate<P: Processor + ?Sized>(
     processor: &mut P,
     kind: PunctuationType,
     time: i64,
-) -> Result<()> {
+) -> Called<()> {
     if !task.punctuators.borrow().any(kind) {
         return Ok(());
     }
@@ -324,15 +406,19 @@ pub(crate) fn punctuate<P: Processor + ?Sized>(
             time,
         };
         let started = std::time::Instant::now();
-        let called = processor.punctuate(&mut TaskContext::new(task, outputs), &punctuation);
+        let sent = outputs.len();
+        task.begin_call();
+        let called =
+            guarded(|| processor.punctuate(&mut TaskContext::new(task, outputs), &punctuation));
         task.metrics
             .punctuate_seconds
             .record(started.elapsed().as_secs_f64());
         task.punctuated = true;
-        if let Err(err) = called {
-            task.poisoned = true;
-            return Err(err);
+        if let Err(failed) = called {
+            outputs.truncate(sent);
+            return Err(failure(task, FailureStage::Punctuation, None, failed));
         }
+        task.finish_call();
     }
 }
 
@@ -342,7 +428,7 @@ pub(crate) fn punctuate_wall_clock<P: Processor + ?Sized>(
     shared: &Shared,
     outputs: &mut Vec<Output>,
     processor: &mut P,
-) -> Result<()> {
+) -> Called<()> {
     let now = wall_clock_ms();
     let mut tasks = shared.tasks.lock();
     for task in tasks.values_mut() {
@@ -358,7 +444,7 @@ pub(crate) fn punctuate_task_wall_clock<P: Processor + ?Sized>(
     outputs: &mut Vec<Output>,
     processor: &mut P,
     now: i64,
-) -> Result<()> {
+) -> Called<()> {
     if task.poisoned {
         return Ok(());
     }

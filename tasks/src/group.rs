@@ -29,6 +29,10 @@ use crate::topics::convert;
 use crate::{TaskEvent, TaskEventKind};
 use statestore_changelog::kafka_util::retry;
 
+/// The most task events kept for [`Application::take_events`](crate::Application::take_events):
+/// an application that never takes them keeps the latest.
+pub(crate) const MAX_EVENTS: usize = 1024;
+
 /// Everything the callbacks and the processing loop share.
 pub(crate) struct Shared {
     pub config: TasksConfig,
@@ -38,7 +42,10 @@ pub(crate) struct Shared {
     pub state: StateDirectory,
     pub tasks: Mutex<BTreeMap<u32, Task>>,
     pub error: Mutex<Option<Error>>,
-    pub events: Mutex<Vec<TaskEvent>>,
+    /// The task events not taken yet, the latest [`MAX_EVENTS`] of them.
+    pub events: Mutex<std::collections::VecDeque<TaskEvent>>,
+    /// The application's state and its listener.
+    pub lifecycle: crate::lifecycle::Lifecycle,
     pub listener: Mutex<Box<dyn RestoreListener + Send>>,
     /// Standby copies of tasks other instances own.
     pub standbys: Mutex<Standbys>,
@@ -55,6 +62,9 @@ pub(crate) struct Shared {
     pub outputs: Mutex<Outputs>,
     /// The tasks being restored on restore threads.
     pub restorer: Mutex<Restorer>,
+    /// A rebalance callback found that outputs may be lost (their delivery timed out): every
+    /// task must go back to its last commit.
+    pub outputs_lost: std::sync::atomic::AtomicBool,
     /// What interactive queries read besides the tasks: the group's description and the
     /// standby copies' read handles.
     pub queries: QueryState,
@@ -94,7 +104,11 @@ impl Shared {
     }
 
     pub(crate) fn event(&self, partition: u32, kind: TaskEventKind) {
-        self.events.lock().push(TaskEvent {
+        let mut events = self.events.lock();
+        if events.len() >= MAX_EVENTS {
+            events.pop_front();
+        }
+        events.push_back(TaskEvent {
             task: TaskId::new(0, partition),
             kind,
         });
@@ -213,12 +227,63 @@ impl Shared {
             restorer.reporter()
         };
         tracing::info!(tasks = ?open, "restoring assigned tasks");
+        self.spawn_restores(open, done);
+    }
+
+    /// Opens and restores the tasks of `partitions` on a restore thread, reporting to `done`.
+    fn spawn_restores(self: &Arc<Self>, partitions: Vec<u32>, done: Sender<Restored>) {
         let shared = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("statestore-restore".into())
-            .spawn(move || shared.open_tasks(&open, &done));
+            .spawn(move || shared.open_tasks(&partitions, &done));
         if let Err(err) = spawned {
             self.fail(Error::io("starting a restore thread", err));
+        }
+    }
+
+    /// Starts the restore of task `partition` again, after one that timed out (no broker
+    /// answered within the request timeout): its partitions stay paused meanwhile.
+    fn restore_again(self: &Arc<Self>, partition: u32, restoring: Restoring) {
+        let done = {
+            let mut restorer = self.restorer.lock();
+            let again = Restoring {
+                started: Instant::now(),
+                ..restoring
+            };
+            restorer.tasks.insert(partition, again);
+            restorer.reporter()
+        };
+        self.spawn_restores(vec![partition], done);
+    }
+
+    /// Closes the tasks of `partitions` without committing and opens them again, restoring
+    /// their stores from their changelogs, as an assignment does: Kafka Streams' dirty close
+    /// and revival of a corrupted task. For tasks whose commit or outputs timed out: what they
+    /// processed since their last commit is processed again, and a record whose output was
+    /// lost is sent again.
+    pub(crate) fn revive(
+        self: &Arc<Self>,
+        consumer: &BaseConsumer<GroupContext>,
+        partitions: &[u32],
+    ) {
+        let mut revived = TopicPartitionList::new();
+        {
+            let mut tasks = self.tasks.lock();
+            for &partition in partitions {
+                let Some(task) = tasks.remove(&partition) else {
+                    continue;
+                };
+                tracing::warn!(task = %task.id, "task closed without committing, to open again");
+                task.abandon();
+                self.event(partition, TaskEventKind::Lost);
+                for input in &self.inputs {
+                    revived.add_partition(input, partition_id(partition));
+                }
+            }
+        }
+        if revived.count() > 0 {
+            self.assign(consumer, &revived);
+            self.pause_restoring(consumer, &revived);
         }
     }
 
@@ -246,9 +311,10 @@ impl Shared {
     /// given. A task revoked meanwhile is closed instead.
     ///
     /// # Errors
-    /// The first failed restore, or a seek or resume librdkafka refuses.
+    /// The first failed restore (one that timed out is started again instead), or a seek or
+    /// resume librdkafka refuses.
     pub(crate) fn finish_restores(
-        &self,
+        self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
         mut queues: Option<&mut PartitionQueues>,
     ) -> Result<()> {
@@ -266,9 +332,18 @@ impl Shared {
                 tracing::info!(partition, "restored a task revoked meanwhile: closed");
                 continue;
             };
-            // A task still assigned here that another owner fenced while it restored: two
-            // owners at once, which stops this instance rather than leave the task paused.
-            let mut task = task?;
+            let mut task = match task {
+                Ok(task) => task,
+                Err(err) if err.kind() == ErrorKind::Timeout => {
+                    tracing::warn!(partition, %err, "a task's restore timed out: restoring it again");
+                    self.restore_again(partition, restoring);
+                    continue;
+                }
+                // A task still assigned here that another owner fenced while it restored: two
+                // owners at once, which stops this instance rather than leave the task
+                // paused.
+                Err(err) => return Err(err),
+            };
             if let Some(queues) = queues.as_deref_mut() {
                 // Before the seek and the resume: every record fetched from the position on
                 // reaches the task's own queues, none the consumer's.
@@ -308,6 +383,8 @@ impl Shared {
                 }
                 resumed.add_partition(input, partition_id(partition));
             }
+            let started = task.next_offset.clone();
+            task.start_at(started);
             if lost {
                 // librdkafka took the partition away while the task restored, before this
                 // instance saw a revocation (a member past max.poll.interval.ms loses its
@@ -424,8 +501,15 @@ impl Shared {
         // A revoked task commits only once its outputs are acknowledged.
         let flushed = self.flush_outputs();
         let lost = consumer.assignment_lost() || flushed.is_err();
-        if let Err(err) = flushed {
-            self.fail(err);
+        match flushed {
+            Ok(()) => {}
+            Err(err) if err.kind() == ErrorKind::Timeout => {
+                // The revoked tasks close uncommitted; the others go back to their last
+                // commit at the next poll.
+                tracing::warn!(%err, "outputs timed out while tasks were revoked");
+                self.outputs_lost.store(true, Ordering::Relaxed);
+            }
+            Err(err) => self.fail(err),
         }
         for partition in self.partitions_of(tpl) {
             if let Some(restoring) = self.restorer.lock().tasks.get_mut(&partition) {
@@ -435,7 +519,8 @@ impl Shared {
             let Some(task) = self.tasks.lock().remove(&partition) else {
                 continue;
             };
-            if lost {
+            if lost || task.poisoned {
+                // A task whose processor failed holds part of a record: never committed.
                 tracing::warn!(task = %task.id, "task lost: closed without committing");
                 task.abandon();
                 self.event(partition, TaskEventKind::Lost);
@@ -483,7 +568,11 @@ pub(crate) fn commit_group(
 
 /// Whether partition `partition` of `topic` is in `consumer`'s assignment (true when the
 /// consumer cannot say, so that a failure is not mistaken for a lost partition).
-fn still_assigned(consumer: &BaseConsumer<GroupContext>, topic: &str, partition: u32) -> bool {
+pub(crate) fn still_assigned(
+    consumer: &BaseConsumer<GroupContext>,
+    topic: &str,
+    partition: u32,
+) -> bool {
     consumer.assignment().map_or(true, |assigned| {
         assigned
             .find_partition(topic, partition_id(partition))
@@ -532,6 +621,7 @@ impl ConsumerContext for GroupContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let _span = tracing::info_span!("rebalance").entered();
         self.shared.rebalances.fetch_add(1, Ordering::Relaxed);
+        self.shared.lifecycle.to(crate::AppState::Rebalancing);
         match rebalance {
             Rebalance::Assign(tpl) => self.shared.assign(consumer, tpl),
             Rebalance::Revoke(tpl) => self.shared.revoke(consumer, tpl),

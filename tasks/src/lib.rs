@@ -53,6 +53,8 @@ mod config;
 mod context;
 mod endpoint;
 mod group;
+pub mod handlers;
+mod lifecycle;
 mod members;
 pub mod metrics;
 mod outputs;
@@ -69,6 +71,10 @@ mod topics;
 pub use app::{Application, ProcessorPool};
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
 pub use context::{Processor, ProcessorContext, TaskContext};
+pub use handlers::{
+    ErrorAction, ErrorHandler, FailedRecord, Failure, FailureStage, UncaughtErrorPolicy,
+};
+pub use lifecycle::{AppState, StateListener};
 pub use outputs::ProductionErrorPolicy;
 pub use partitioner::{KeyPartitioner, murmur2};
 pub use punctuation::{Punctuation, PunctuationType, PunctuatorId};

@@ -17,6 +17,14 @@ pub const RESTORED_RECORDS_TOTAL: &str = "statestore_task_restored_records_total
 /// How long opening the task took, its restores and fences included, in seconds (a histogram).
 pub const RESTORE_SECONDS: &str = "statestore_task_restore_seconds";
 
+/// Input records an error handler skipped, dead letters included (a counter).
+pub const SKIPPED_RECORDS_TOTAL: &str = "statestore_task_skipped_records_total";
+/// Input records sent to the dead-letter topic (a counter).
+pub const DEAD_LETTER_RECORDS_TOTAL: &str = "statestore_task_dead_letter_records_total";
+/// Failures of the task's processor: errors and panics in `init`, `process` and `punctuate`,
+/// whatever the handler answered (a counter).
+pub const PROCESSOR_FAILURES_TOTAL: &str = "statestore_task_processor_failures_total";
+
 /// How long a call of one of the task's punctuators took, in seconds (a histogram).
 pub const PUNCTUATE_SECONDS: &str = "statestore_task_punctuate_seconds";
 
@@ -26,6 +34,9 @@ pub(crate) struct TaskMetrics {
     pub commit_seconds: Histogram,
     pub lag: Gauge,
     pub punctuate_seconds: Histogram,
+    pub skipped: Counter,
+    pub dead_letters: Counter,
+    pub failures: Counter,
     labels: [(&'static str, String); 2],
 }
 
@@ -40,6 +51,9 @@ impl TaskMetrics {
             commit_seconds: metrics::histogram!(COMMIT_SECONDS, &labels),
             lag: metrics::gauge!(LAG_RECORDS, &labels),
             punctuate_seconds: metrics::histogram!(PUNCTUATE_SECONDS, &labels),
+            skipped: metrics::counter!(SKIPPED_RECORDS_TOTAL, &labels),
+            dead_letters: metrics::counter!(DEAD_LETTER_RECORDS_TOTAL, &labels),
+            failures: metrics::counter!(PROCESSOR_FAILURES_TOTAL, &labels),
             labels,
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use statestore_changelog::{Deliveries, KafkaClients};
-use store_api::{Error, Result};
+use store_api::{Error, ErrorKind, Result};
 
 /// What a task does with an output record the brokers did not acknowledge (refused as too
 /// large, no such topic, not authorised, timed out).
@@ -35,6 +35,7 @@ pub(crate) struct Output {
     pub topic: String,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 /// The outputs of the instance's tasks, sent on the instance's one producer.
@@ -71,13 +72,18 @@ impl Outputs {
     /// [`ProductionErrorPolicy::Fail`], an earlier output that failed.
     pub fn send(&mut self, clients: &KafkaClients) -> Result<()> {
         for output in self.pending.drain(..) {
-            let sent = clients.send(
+            let sent = clients.send_with_headers(
                 &output.topic,
                 output.key.as_deref(),
                 output.value.as_deref(),
+                &output.headers,
                 &self.deliveries,
             );
             if let Err(err) = sent {
+                if err.kind() == ErrorKind::Timeout {
+                    // The queue stayed full: the brokers are slow, not refusing the record.
+                    return Err(err);
+                }
                 let what = format!("output record to {} was refused: {err}", output.topic);
                 self.deliveries.record_failure(what.clone());
                 match self.policy {
@@ -101,13 +107,23 @@ impl Outputs {
         self.check()
     }
 
-    /// The first failed output, under [`ProductionErrorPolicy::Fail`]. It stays: once an
-    /// output is lost, nothing is committed again by this instance.
+    /// Forgets the outputs not sent yet and the failures so far: for a runtime that will
+    /// process again every record whose outputs they concern.
+    pub fn forget_failures(&mut self) {
+        self.pending.clear();
+        self.deliveries.forget_failures();
+    }
+
+    /// The first failed output, under [`ProductionErrorPolicy::Fail`]: a `Timeout` when every
+    /// failure so far timed out (the records may well be delivered when sent again), else a
+    /// `Backend` error. It stays until [`forget_failures`](Outputs::forget_failures): nothing
+    /// is committed past a lost output.
     fn check(&self) -> Result<()> {
         if self.policy == ProductionErrorPolicy::Continue {
             return Ok(());
         }
         match self.deliveries.first_failure() {
+            Some(what) if self.deliveries.only_timeouts() => Err(Error::Timeout(what)),
             Some(what) => Err(Error::backend("kafka", what)),
             None => Ok(()),
         }

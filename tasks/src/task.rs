@@ -41,6 +41,7 @@ use store_api::{Error, KeyValueStore, Result};
 use crate::config::{StoreSpec, TasksConfig};
 use crate::metrics::TaskMetrics;
 use crate::punctuation::Punctuators;
+use crate::stores::StoreKind;
 use crate::stores::{Backing, OpenStore, StoreView, TaskKv};
 
 /// The key under which each store keeps its input position: with one input topic, the next
@@ -69,6 +70,8 @@ pub(crate) struct Slot {
     /// The stream time this store's committed content holds.
     pub stream_time: Option<i64>,
     pub restored: RestoreOutcome,
+    /// The kind the store was declared as: its view is opened again after a rewind.
+    kind: StoreKind,
 }
 
 impl Slot {
@@ -91,14 +94,21 @@ pub(crate) struct Task {
     pub committed_offset: Vec<Option<u64>>,
     /// The largest record timestamp processed (or committed before).
     pub stream_time: Option<i64>,
+    /// Where a [`rewind`](Task::rewind) takes the task back to: the offsets and stream time of
+    /// its last commit, or those it started processing at.
+    base_offset: Vec<Option<u64>>,
+    base_stream_time: Option<i64>,
+    /// Records an error handler said to skip, by (topic index, offset): passed over without
+    /// the processor when they come again, until a commit moves the position past them.
+    skips: std::collections::BTreeSet<(usize, u64)>,
     /// The processor's punctuators of this task.
     pub punctuators: RefCell<Punctuators>,
     /// The processor's `init` ran for this task.
     pub initialized: bool,
     /// A punctuator ran since the last commit: its writes need one.
     pub punctuated: bool,
-    /// A processor failed in the middle of a record: the buffered writes may hold part of it,
-    /// so they are never committed.
+    /// A call of the processor is under way or failed: the buffered writes may hold part of
+    /// its record, so they are never committed (see [`begin_call`](Task::begin_call)).
     pub poisoned: bool,
     pub metrics: TaskMetrics,
     /// Unique among the tasks this process opened: a task closed and opened again is a new
@@ -151,7 +161,10 @@ impl Task {
             slots,
             topics: config.input_topics.clone(),
             next_offset: resume.clone(),
-            committed_offset: resume,
+            committed_offset: resume.clone(),
+            base_offset: resume,
+            base_stream_time: stream_time,
+            skips: std::collections::BTreeSet::new(),
             stream_time,
             punctuators: RefCell::new(Punctuators::default()),
             initialized: false,
@@ -184,6 +197,58 @@ impl Task {
                     .any(|(&held, next)| next.unwrap_or(0) < held);
             slot.open.kv.set_replaying(ahead);
         }
+    }
+
+    /// Starts a call of user code: until [`finish_call`](Task::finish_call), the task is
+    /// poisoned, so a call that fails or panics leaves it uncommittable whatever its caller
+    /// does next.
+    pub fn begin_call(&mut self) {
+        self.poisoned = true;
+    }
+
+    /// Ends a call of user code that returned normally.
+    pub fn finish_call(&mut self) {
+        self.poisoned = false;
+    }
+
+    /// Sets where processing starts, once the task's first offsets are known: what a
+    /// [`rewind`](Task::rewind) before the first commit goes back to.
+    pub fn start_at(&mut self, next_offset: Vec<Option<u64>>) {
+        self.base_offset.clone_from(&next_offset);
+        self.next_offset = next_offset;
+    }
+
+    /// Takes the task back to its last commit: every logged store drops the writes it buffered
+    /// since (a store with logging off keeps them) and its view is opened again over what is
+    /// committed; the offsets and the stream time go back too, and the task is no longer
+    /// poisoned. The records since that commit must then be fed to it again.
+    ///
+    /// # Errors
+    /// A store that cannot drop its writes (its last commit failed: only a restore brings it
+    /// back) or reopen its view; the task stays poisoned.
+    pub fn rewind(&mut self) -> Result<()> {
+        for slot in &mut self.slots {
+            if let Some(store) = slot.logged() {
+                store.discard_uncommitted()?;
+            }
+            slot.open.kv.set_replaying(false);
+            slot.open.view = StoreView::open(&slot.open.kv, &slot.kind)?;
+        }
+        self.next_offset.clone_from(&self.base_offset);
+        self.stream_time = self.base_stream_time;
+        self.punctuated = false;
+        self.poisoned = false;
+        Ok(())
+    }
+
+    /// Marks the record at `offset` of input `topic` to be passed over when it comes again.
+    pub fn skip(&mut self, topic: usize, offset: u64) {
+        self.skips.insert((topic, offset));
+    }
+
+    /// Whether the record at `offset` of input `topic` is one to pass over.
+    pub fn skips(&self, topic: usize, offset: u64) -> bool {
+        !self.skips.is_empty() && self.skips.contains(&(topic, offset))
     }
 
     /// Moves the stream time up to `timestamp`, if that is later.
@@ -256,6 +321,11 @@ impl Task {
         self.dir.checkpoint().write_staged()?;
         self.punctuated = false;
         self.committed_offset.clone_from(&self.next_offset);
+        self.base_offset.clone_from(&self.next_offset);
+        self.base_stream_time = self.stream_time;
+        let next = &self.next_offset;
+        self.skips
+            .retain(|&(topic, offset)| next[topic].is_none_or(|next| offset >= next));
         self.metrics
             .commit_seconds
             .record(started.elapsed().as_secs_f64());
@@ -355,6 +425,7 @@ fn open_slot(
         position,
         stream_time,
         restored,
+        kind: spec.kind,
     })
 }
 

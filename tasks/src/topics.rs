@@ -17,13 +17,14 @@ use crate::config::TasksConfig;
 /// and returns the inputs' partition count: the number of tasks.
 ///
 /// # Errors
-/// `InvalidArgument` when an input topic does not exist, two input topics have different
+/// `InvalidArgument` when an input topic or the dead-letter topic does not exist (still
+/// unknown after 10 s), two input topics have different
 /// partition counts, or a changelog topic has another partition count than the input (both
 /// counts named); `Timeout` when no broker answers.
 pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u32> {
     let mut counted: Option<(&str, u32)> = None;
     for input in &config.input_topics {
-        let count = clients.partition_count(input)?.ok_or_else(|| {
+        let count = input_partition_count(clients, input)?.ok_or_else(|| {
             Error::invalid(format!(
                 "input topic {input} does not exist (application {}); create it first: its \
                  partition count sets the number of tasks",
@@ -45,6 +46,14 @@ pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u3
     let Some((input, partitions)) = counted else {
         return Err(Error::invalid("no input topic is configured"));
     };
+    if let Some(topic) = &config.dead_letter_topic
+        && input_partition_count(clients, topic)?.is_none()
+    {
+        return Err(Error::invalid(format!(
+            "dead_letter_topic {topic} does not exist (application {}); create it first",
+            config.application_id
+        )));
+    }
     for store in config.stores.iter().filter(|store| store.logging) {
         let changelog = config.changelog_config(store, partitions);
         let topic = changelog.topic();
@@ -67,6 +76,26 @@ pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u3
         }
     }
     Ok(partitions)
+}
+
+/// How long an input topic that the brokers do not know is asked for again before it is
+/// reported missing: a topic created moments before reaches every broker's metadata a little
+/// later, and the broker asked first may not have it yet.
+const INPUT_TOPIC_GRACE: Duration = Duration::from_secs(10);
+
+/// The partition count of input topic `input`, or `None` when the brokers still do not know it
+/// after [`INPUT_TOPIC_GRACE`].
+fn input_partition_count(clients: &KafkaClients, input: &str) -> Result<Option<u32>> {
+    let deadline = std::time::Instant::now() + INPUT_TOPIC_GRACE;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let found = clients.partition_count(input)?;
+        if found.is_some() || std::time::Instant::now() + pause > deadline {
+            return Ok(found);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
 }
 
 /// Creates `topic` with `partitions` partitions unless it exists: for tools, examples and tests

@@ -275,6 +275,21 @@ impl KafkaClients {
         value: Option<&[u8]>,
         deliveries: &Arc<Deliveries>,
     ) -> Result<()> {
+        self.send_with_headers(topic, key, value, &[], deliveries)
+    }
+
+    /// As [`send`](KafkaClients::send), with `headers` (name, value) on the record.
+    ///
+    /// # Errors
+    /// As [`send`](KafkaClients::send).
+    pub fn send_with_headers(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(String, Option<Vec<u8>>)],
+        deliveries: &Arc<Deliveries>,
+    ) -> Result<()> {
         let producer = self.producer()?;
         let deadline = Instant::now() + self.inner.produce_timeout;
         let mut record: BaseRecord<'_, [u8], [u8], Arc<Delivery>> =
@@ -284,6 +299,16 @@ impl KafkaClients {
         }
         if let Some(value) = value {
             record = record.payload(value);
+        }
+        if !headers.is_empty() {
+            let mut owned = rdkafka::message::OwnedHeaders::new_with_capacity(headers.len());
+            for (name, value) in headers {
+                owned = owned.insert(rdkafka::message::Header {
+                    key: name,
+                    value: value.as_deref(),
+                });
+            }
+            record = record.headers(owned);
         }
         deliveries.sending();
         producer::send(&producer, record, deadline).map_err(|err| {
@@ -337,12 +362,20 @@ struct DeliveryState {
     in_flight: u64,
     failed: u64,
     first_failure: Option<String>,
+    /// Every failure since the last [`Deliveries::forget_failures`] was a timeout: the same
+    /// records sent again may well be delivered.
+    only_timeouts: bool,
 }
 
 impl DeliveryState {
-    fn fail(&mut self, what: String) {
+    fn fail(&mut self, what: String, timeout: bool) {
         self.failed += 1;
-        self.first_failure.get_or_insert(what);
+        if self.first_failure.is_none() {
+            self.first_failure = Some(what);
+            self.only_timeouts = timeout;
+        } else {
+            self.only_timeouts &= timeout;
+        }
     }
 }
 
@@ -360,7 +393,22 @@ impl Deliveries {
 
     /// Counts a record that failed, keeping `what` if it is the first.
     pub fn record_failure(&self, what: String) {
-        self.state.lock().fail(what);
+        self.state.lock().fail(what, false);
+    }
+
+    /// Whether every failure since the last [`forget_failures`](Deliveries::forget_failures)
+    /// was a timeout (false when none failed).
+    pub fn only_timeouts(&self) -> bool {
+        let state = self.state.lock();
+        state.first_failure.is_some() && state.only_timeouts
+    }
+
+    /// Forgets the failures so far (the count [`failed`](Deliveries::failed) stays): for a
+    /// caller that will send every record they concern again.
+    pub fn forget_failures(&self) {
+        let mut state = self.state.lock();
+        state.first_failure = None;
+        state.only_timeouts = false;
     }
 
     /// Waits until every record sent is reported, delivered or failed.
@@ -390,12 +438,13 @@ impl Deliveries {
         self.state.lock().in_flight += 1;
     }
 
-    /// A record's report: `failure` describes it when it was not delivered.
-    pub(super) fn reported(&self, failure: Option<String>) {
+    /// A record's report: `failure` describes it, and says whether it timed out, when it was
+    /// not delivered.
+    pub(super) fn reported(&self, failure: Option<(String, bool)>) {
         let mut state = self.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
-        if let Some(what) = failure {
-            state.fail(what);
+        if let Some((what, timeout)) = failure {
+            state.fail(what, timeout);
         }
         if state.in_flight == 0 {
             self.all_reported.notify_all();

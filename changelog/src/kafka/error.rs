@@ -39,12 +39,14 @@ pub fn convert(doing: &str, err: KafkaError) -> Error {
     }
 }
 
-/// A timeout reported by librdkafka, or "no broker answered" (which is what a timeout looks
-/// like while every broker is down).
+/// A timeout reported by librdkafka, "no broker answered" (which is what a timeout looks
+/// like while every broker is down), or a producer queue still full when the caller's
+/// deadline passed (the producer's sends wait for room until then).
 pub fn is_timeout(code: RDKafkaErrorCode) -> bool {
     matches!(
         code,
         RDKafkaErrorCode::MessageTimedOut
+            | RDKafkaErrorCode::QueueFull
             | RDKafkaErrorCode::OperationTimedOut
             | RDKafkaErrorCode::RequestTimedOut
             | RDKafkaErrorCode::AllBrokersDown

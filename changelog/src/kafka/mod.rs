@@ -35,7 +35,7 @@ use parking_lot::Mutex;
 use store_api::{BatchOp, Error, Result};
 
 pub use clients::{Deliveries, KafkaClients};
-pub use config::{KafkaConfig, validate_topic};
+pub use config::{KafkaConfig, is_secret, validate_topic};
 
 /// Not part of the API: the admin client's `block_on`, the conversion of librdkafka errors and
 /// the retry of retriable ones, for the workspace's tasks crate, which talks to the same

@@ -90,7 +90,10 @@ impl ProducerContext for DeliveryContext {
                     message.partition()
                 );
                 tracing::warn!("{what}");
-                deliveries.reported(Some(what));
+                let timeout = err
+                    .rdkafka_error_code()
+                    .is_some_and(super::error::is_timeout);
+                deliveries.reported(Some((what, timeout)));
             }
         }
     }

@@ -176,6 +176,9 @@ pub struct LoggedStore {
     buffer: RwLock<WriteBuffer>,
     /// Serializes commits: one set of writes is in flight at a time.
     commit_lock: Mutex<()>,
+    /// The last commit failed after its writes may have reached the store: the store may hold
+    /// part of them, which only the buffer (or a restore) makes whole again.
+    commit_failed: AtomicBool,
     closed: AtomicBool,
     restored: RestoreOutcome,
     /// Set by [`fence`](LoggedStore::fence): this writer's epoch and the offset its next
@@ -284,6 +287,7 @@ impl LoggedStore {
             config,
             buffer: RwLock::new(WriteBuffer::default()),
             commit_lock: Mutex::new(()),
+            commit_failed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             restored: RestoreOutcome::default(),
             fence: Mutex::new(None),
@@ -406,6 +410,7 @@ impl LoggedStore {
         let result = self.persist(&frozen);
         drop(frozen);
         self.buffer.write().finish_commit(result.is_ok());
+        self.commit_failed.store(result.is_err(), Ordering::Release);
         if let Err(err) = &result {
             tracing::warn!(topic = self.log.topic(), error = %err, "commit failed; writes kept");
         }
@@ -782,6 +787,29 @@ impl LoggedStore {
             expected_start: offsets.end,
         });
         Ok(stale)
+    }
+
+    /// Drops every write buffered since the last commit, leaving the store open: reads see the
+    /// last committed state again. For an owner that wrote part of a unit of work it then
+    /// gave up (a record whose processing failed half-way) and goes on from its last commit.
+    ///
+    /// # Errors
+    /// `Closed`; `InvalidArgument` when the last commit failed: the store may then hold part
+    /// of that commit, which the buffer alone still covers, so only a reopen (which restores
+    /// from the changelog) brings back the committed state.
+    pub fn discard_uncommitted(&self) -> Result<()> {
+        let _no_commit_in_flight = self.commit_lock.lock();
+        self.check_open()?;
+        if self.commit_failed.load(Ordering::Acquire) {
+            return Err(Error::invalid(format!(
+                "the writes buffered for changelog {}/{} cannot be dropped: the last commit \
+                 failed and the store may hold part of it; reopen the store to restore it",
+                self.log.topic(),
+                self.log.partition()
+            )));
+        }
+        *self.buffer.write() = WriteBuffer::default();
+        Ok(())
     }
 
     /// Closes without committing: writes buffered since the last commit are dropped and

@@ -486,3 +486,50 @@ fn an_explicit_store_checkpoints_its_commits_at_close() {
     assert_eq!(reopened.get(b"kept").expect("get"), Some(b"1".to_vec()));
     assert_eq!(reopened.get(b"dropped").expect("get"), None);
 }
+
+/// Dropping the writes since the last commit leaves the committed state readable and the log
+/// untouched; after a failed commit, whose writes the store may hold in part, it is refused.
+#[test]
+fn discarding_uncommitted_writes_brings_back_the_last_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = ReopenableLog::open(&dir.path().join("log"));
+    let inner = persistent_store(&dir.path().join("store"));
+    let store = LoggedStore::open(
+        Arc::clone(&inner),
+        log.clone(),
+        checkpoint(dir.path()),
+        every_commit(),
+    )
+    .expect("open");
+    put_all(&store, &["a", "b"], "1");
+    store.commit().expect("commit");
+    let committed = scan(&store);
+
+    put_all(&store, &["b", "c"], "2");
+    store.delete(b"a").expect("delete");
+    store.discard_uncommitted().expect("discard");
+    assert_eq!(scan(&store), committed, "a dropped write is still visible");
+    assert_eq!(store.buffered_bytes(), 0);
+    assert_eq!(replay(log.as_ref()), committed, "the log changed");
+
+    // The store goes on: new writes commit as usual.
+    put_all(&store, &["d"], "3");
+    store.commit().expect("commit after the discard");
+    assert_eq!(store.get(b"d").expect("get"), Some(b"3".to_vec()));
+    assert_eq!(store.get(b"c").expect("get"), None);
+
+    // A commit that failed may have left part of itself in the store: no discard then.
+    put_all(&store, &["e"], "4");
+    log.log().close().expect("close the log under the store");
+    store.commit().expect_err("the log is closed");
+    let err = store
+        .discard_uncommitted()
+        .expect_err("after a failed commit");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert_eq!(store.get(b"e").expect("kept"), Some(b"4".to_vec()));
+    log.reopen();
+    store.commit().expect("retry");
+    store
+        .discard_uncommitted()
+        .expect("a good commit allows it again");
+}

@@ -24,9 +24,12 @@ use statestore_changelog::TaskId;
 use std::sync::Arc;
 use store_api::{Error, Result};
 
-use super::{Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks, past_whole_ms};
+use super::{
+    Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks, past_whole_ms, revive_if_outputs_lost,
+};
 use crate::context::{Processor, locate, process_record, punctuate_task_wall_clock};
 use crate::group::{GroupContext, Shared};
+use crate::handlers::{Failure, FailureStage, guarded};
 use crate::outputs::Output;
 use crate::punctuation::wall_clock_ms;
 use crate::task::Task;
@@ -51,17 +54,42 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
     }
 
     /// Drops the processors of tasks no longer open here (or opened again since), and makes
-    /// one for each task of `needed` that has none.
-    fn follow(&mut self, tasks: &BTreeMap<u32, Task>, needed: impl Iterator<Item = u32>) {
+    /// one for each task of `needed` that has none. A supplier that panics fails its task's
+    /// initialization.
+    fn follow(
+        &mut self,
+        tasks: &mut BTreeMap<u32, Task>,
+        needed: impl Iterator<Item = u32>,
+    ) -> Vec<Failure> {
         self.processors
             .retain(|&partition, (generation, _)| still_open(tasks, partition, *generation));
+        let mut failures = Vec::new();
         for partition in needed {
-            if let Some(task) = tasks.get(&partition) {
-                self.processors
-                    .entry(partition)
-                    .or_insert_with(|| (task.generation, (self.supplier)(task.id)));
+            let Some(task) = tasks.get_mut(&partition) else {
+                continue;
+            };
+            if task.poisoned || self.processors.contains_key(&partition) {
+                continue;
+            }
+            match guarded(|| Ok((self.supplier)(task.id))) {
+                Ok(processor) => {
+                    self.processors
+                        .insert(partition, (task.generation, processor));
+                }
+                Err((error, panicked)) => {
+                    task.begin_call();
+                    failures.push(Failure {
+                        task: task.id,
+                        stage: FailureStage::Initialization,
+                        record: None,
+                        error,
+                        panicked,
+                        topic_index: None,
+                    });
+                }
             }
         }
+        failures
     }
 }
 
@@ -127,7 +155,8 @@ impl<P> Work<'_, '_, P> {
 struct Done {
     processed: usize,
     outputs: Vec<Output>,
-    error: Option<Error>,
+    /// The tasks whose processor failed: each stopped at the failure, the others went on.
+    failures: Vec<Failure>,
 }
 
 /// A batch's records not processed yet, by task partition, in order.
@@ -149,6 +178,15 @@ impl Application {
         timeout: Duration,
         pool: &mut ProcessorPool<'_, P>,
     ) -> Result<usize> {
+        let polled = self.poll_batch_once(timeout, pool);
+        self.after_poll(polled)
+    }
+
+    fn poll_batch_once<P: Processor + Send>(
+        &mut self,
+        timeout: Duration,
+        pool: &mut ProcessorPool<'_, P>,
+    ) -> Result<usize> {
         if self.closed {
             return Err(Error::Closed);
         }
@@ -160,6 +198,7 @@ impl Application {
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
+        revive_if_outputs_lost(&self.consumer, &self.shared);
         let mut pending: Pending<'_> = BTreeMap::new();
         for message in &batch {
             if let Some((partition, topic, offset)) = locate(&self.shared, message) {
@@ -177,16 +216,25 @@ impl Application {
         let mut processed = 0;
         loop {
             let done = process_round(&self.shared, &mut pending, pool, wall_clock.take());
-            let mut first_error = None;
+            let mut failures = Vec::new();
             {
                 let mut outputs = self.shared.outputs.lock();
                 for done in done {
                     processed += done.processed;
                     outputs.pending().extend(done.outputs);
-                    first_error = first_error.or(done.error);
+                    failures.extend(done.failures);
                 }
             }
-            self.shared.send_outputs()?;
+            let mut first_error = None;
+            for failure in failures {
+                // A rewound task's records come again from the consumer; a failed one's
+                // wait for its rewind or its close.
+                pending.remove(&failure.task.partition);
+                if let Err(err) = self.handle_failure(failure) {
+                    first_error = first_error.or(Some(err));
+                }
+            }
+            self.send_outputs()?;
             if let Some(err) = first_error {
                 return Err(err);
             }
@@ -294,12 +342,13 @@ fn process_round<P: Processor + Send>(
 ) -> Vec<Done> {
     let mut tasks = shared.tasks.lock();
     pending.retain(|partition, _| tasks.get(partition).is_some_and(|task| !task.poisoned));
-    if wall_clock.is_some() {
+    let needed: Vec<u32> = if wall_clock.is_some() {
         // Idle tasks start too, so that their wall-clock punctuators run without records.
-        pool.follow(&tasks, tasks.keys().copied());
+        tasks.keys().copied().collect()
     } else {
-        pool.follow(&tasks, pending.keys().copied());
-    }
+        pending.keys().copied().collect()
+    };
+    let unsupplied = pool.follow(&mut tasks, needed.into_iter());
     let mut work = Vec::new();
     // The three maps are sorted by partition; the pool's keys and the pending ones are among
     // the tasks'.
@@ -322,8 +371,11 @@ fn process_round<P: Processor + Send>(
             wall_clock,
         });
     }
-    let done = run_spread(work, shared.config.stream_threads);
+    let mut done = run_spread(work, shared.config.stream_threads);
     pending.retain(|_, records| !records.is_empty());
+    if let Some(first) = done.first_mut() {
+        first.failures.extend(unsupplied);
+    }
     done
 }
 
@@ -368,8 +420,8 @@ fn run_spread<P: Processor + Send>(work: Vec<Work<'_, '_, P>>, threads: usize) -
 }
 
 /// Processes each task's records in order with its processor, up to the first record after
-/// which a store of the task needs a commit, then (when due) its wall-clock punctuators;
-/// stops at the first error.
+/// which a store of the task needs a commit, then (when due) its wall-clock punctuators. A
+/// task whose processor fails stops there; the others go on.
 fn run_work<P: Processor>(work: Vec<Work<'_, '_, P>>) -> Done {
     let mut done = Done::default();
     for Work {
@@ -395,18 +447,17 @@ fn run_work<P: Processor>(work: Vec<Work<'_, '_, P>>) -> Done {
                             break;
                         }
                     }
-                    Err(err) => {
-                        done.error = Some(err);
-                        return done;
+                    Err(failure) => {
+                        done.failures.push(*failure);
+                        break;
                     }
                 }
             }
         }
         if let Some(now) = wall_clock
-            && let Err(err) = punctuate_task_wall_clock(task, &mut done.outputs, processor, now)
+            && let Err(failure) = punctuate_task_wall_clock(task, &mut done.outputs, processor, now)
         {
-            done.error = Some(err);
-            return done;
+            done.failures.push(*failure);
         }
     }
     done

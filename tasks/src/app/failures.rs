@@ -1,0 +1,126 @@
+//! What the processing loop does with a failure of user code: asks the error handler, sends
+//! the dead letter, takes the task back to its last commit, or stops (see the `handlers`
+//! module for the contract).
+
+use rdkafka::Offset;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use store_api::Result;
+
+use crate::group::{GroupContext, Shared, partition_id, still_assigned};
+use crate::handlers::{
+    ErrorAction, ErrorHandler, Failure, UncaughtErrorPolicy, dead_letter_headers, decide,
+};
+use crate::outputs::Output;
+use crate::topics::convert;
+
+/// Answers `failure` with `handler`'s action: a skip (with its dead letter) or a
+/// `replace_thread` rewinds the failed task to its last commit and seeks its input partitions
+/// back there; otherwise the failure's error is returned, and the task stays poisoned.
+///
+/// # Errors
+/// The failure's error under `shutdown_client`; an error of the rewind or of a seek.
+pub(crate) fn handle(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Shared,
+    handler: &dyn ErrorHandler,
+    failure: Failure,
+) -> Result<()> {
+    let action = decide(handler, &failure);
+    let partition = failure.task.partition;
+    let offset = failure.record.as_ref().map(|record| record.offset);
+    tracing::error!(
+        task = %failure.task,
+        stage = ?failure.stage,
+        offset,
+        panicked = failure.panicked,
+        error = %failure.error,
+        ?action,
+        "the processor failed"
+    );
+    let skip = match action {
+        ErrorAction::Fail => match shared.config.uncaught_error {
+            UncaughtErrorPolicy::ShutdownClient => {
+                count(shared, partition, |metrics| metrics.failures.increment(1));
+                return Err(failure.error);
+            }
+            UncaughtErrorPolicy::ReplaceThread => None,
+        },
+        ErrorAction::Continue | ErrorAction::DeadLetter => {
+            let record = failure.record.as_ref().zip(failure.topic_index);
+            if action == ErrorAction::DeadLetter && shared.config.dead_letter_topic.is_none() {
+                tracing::warn!(
+                    task = %failure.task,
+                    "no dead_letter_topic is configured: the record is skipped without a dead letter"
+                );
+            }
+            if action == ErrorAction::DeadLetter
+                && let (Some((record, _)), Some(topic)) = (record, &shared.config.dead_letter_topic)
+            {
+                shared.outputs.lock().pending().push(Output {
+                    topic: topic.clone(),
+                    key: record.key.clone(),
+                    value: record.value.clone(),
+                    headers: dead_letter_headers(record, &failure),
+                });
+                count(shared, partition, |metrics| {
+                    metrics.dead_letters.increment(1)
+                });
+            }
+            record.map(|(record, topic)| (topic, record.offset))
+        }
+    };
+    count(shared, partition, |metrics| {
+        metrics.failures.increment(1);
+        if skip.is_some() {
+            metrics.skipped.increment(1);
+        }
+    });
+    rewind(consumer, shared, partition, skip)
+}
+
+fn count(shared: &Shared, partition: u32, record: impl FnOnce(&crate::metrics::TaskMetrics)) {
+    if let Some(task) = shared.tasks.lock().get(&partition) {
+        record(&task.metrics);
+    }
+}
+
+/// Takes task `partition` back to its last commit, marks `skip` (topic index, offset) to be
+/// passed over, and seeks its input partitions to the commit's offsets, so that the records
+/// since come again. A task revoked meanwhile needs nothing.
+fn rewind(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Shared,
+    partition: u32,
+    skip: Option<(usize, u64)>,
+) -> Result<()> {
+    let mut tasks = shared.tasks.lock();
+    let Some(task) = tasks.get_mut(&partition) else {
+        return Ok(());
+    };
+    task.rewind()?;
+    if let Some((topic, offset)) = skip {
+        task.skip(topic, offset);
+    }
+    for (topic, input) in shared.inputs.iter().enumerate() {
+        let offset = match task.next_offset[topic] {
+            Some(next) => Offset::Offset(i64::try_from(next).map_err(|_| {
+                store_api::Error::invalid(format!("offset {next} is beyond Kafka's range"))
+            })?),
+            None => Offset::Beginning,
+        };
+        let sought = consumer.seek(
+            input,
+            partition_id(partition),
+            offset,
+            shared.config.request_timeout(),
+        );
+        if let Err(err) = sought
+            && still_assigned(consumer, input, partition)
+        {
+            task.begin_call();
+            return Err(convert("seeking back to a rewound task's last commit", err));
+        }
+    }
+    tracing::info!(task = %task.id, next = ?task.next_offset, ?skip, "task rewound to its last commit");
+    Ok(())
+}

@@ -1,0 +1,301 @@
+//! What happens when user code fails: the processing and deserialization handlers (Kafka
+//! Streams' KIP-1033 and KIP-161), the dead-letter topic (KIP-1034) and the uncaught-error
+//! policy (KIP-671).
+//!
+//! A processor's `process` or `punctuate` that returns an error or panics fails its task at
+//! that record: nothing the call wrote is committed, and the outputs it sent are dropped. The
+//! handler then answers, for that one record:
+//! - [`ErrorAction::Fail`]: the failure goes to the [`UncaughtErrorPolicy`];
+//! - [`ErrorAction::Continue`]: the record is skipped: the task goes back to its last commit
+//!   (every store drops what it buffered since), processes the records after that commit
+//!   again, passes over the failed record without calling the processor, and its next commit
+//!   moves the position past it, so the record is never processed again and counts nowhere;
+//! - [`ErrorAction::DeadLetter`]: as `Continue`, and the record goes to
+//!   [`dead_letter_topic`](crate::TasksConfig::dead_letter_topic) first, with the error in
+//!   its headers ([`DEAD_LETTER_HEADERS`]); the skip commits only once the dead letter is
+//!   acknowledged, as any output.
+//!
+//! The records processed again after a skip send their outputs again (outputs are at least
+//! once). A store with logging off keeps what the failed call and those records wrote: it has
+//! no commit to go back to.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use serde::{Deserialize, Serialize};
+use statestore_changelog::TaskId;
+use store_api::{Error, Result};
+
+/// What the runtime does with a record whose processing failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorAction {
+    /// The task stops at the record, uncommitted, and the
+    /// [`UncaughtErrorPolicy`] decides what comes next. Kafka Streams' `FAIL`
+    /// (`LogAndFailExceptionHandler`, the default).
+    #[default]
+    Fail,
+    /// Skip the record: none of its writes or outputs remain, and the task goes on after it
+    /// (see the module docs). Kafka Streams' `CONTINUE` (`LogAndContinueExceptionHandler`).
+    Continue,
+    /// Send the record to the dead-letter topic with the error in its headers, then skip it
+    /// as [`Continue`](ErrorAction::Continue) does (KIP-1034).
+    DeadLetter,
+}
+
+/// What happens after a failure its handler answered [`ErrorAction::Fail`] (and after a
+/// failed or panicking [`Processor::init`](crate::Processor::init)): Kafka Streams'
+/// `StreamsUncaughtExceptionHandler` responses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UncaughtErrorPolicy {
+    /// The application stops: `poll` returns the error and `run` closes the instance. The
+    /// failed task is closed without committing; every other task commits what it finished,
+    /// its outputs delivered first. Kafka Streams' `SHUTDOWN_CLIENT`, its default.
+    #[default]
+    ShutdownClient,
+    /// The failed task goes back to its last commit and starts again from there (its
+    /// processor's `init` runs again), and the instance keeps running; its other tasks are not
+    /// touched. A record that fails every time is tried again and again: Kafka Streams'
+    /// `REPLACE_THREAD`, with the thread's work reduced to the one task that failed.
+    ReplaceThread,
+}
+
+/// Which call of user code failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureStage {
+    /// Decoding the record with [`ProcessorContext::key_as`](crate::ProcessorContext::key_as)
+    /// or [`value_as`](crate::ProcessorContext::value_as): the deserialization handler
+    /// ([`TasksConfig::deserialization_error`](crate::TasksConfig::deserialization_error))
+    /// answers.
+    Deserialization,
+    /// [`Processor::process`](crate::Processor::process).
+    Processing,
+    /// [`Processor::punctuate`](crate::Processor::punctuate): there is no record to skip or
+    /// send, so `Continue` and `DeadLetter` both drop the punctuation's writes and go on.
+    Punctuation,
+    /// [`Processor::init`](crate::Processor::init), or the supplier that makes a task's
+    /// processor: no handler is asked, the [`UncaughtErrorPolicy`] decides.
+    Initialization,
+}
+
+/// The input record a failed call was processing, copied out of the consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedRecord {
+    /// Its input topic.
+    pub topic: String,
+    /// Its partition.
+    pub partition: u32,
+    /// Its offset.
+    pub offset: u64,
+    /// Its timestamp in milliseconds since the epoch, when it has one.
+    pub timestamp: Option<i64>,
+    /// Its key.
+    pub key: Option<Vec<u8>>,
+    /// Its value.
+    pub value: Option<Vec<u8>>,
+    /// Its headers, in order.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl FailedRecord {
+    pub(crate) fn of(message: &BorrowedMessage<'_>, partition: u32, offset: u64) -> FailedRecord {
+        let headers = message
+            .headers()
+            .map(|headers| {
+                headers
+                    .iter()
+                    .map(|header| (header.key.to_owned(), header.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        FailedRecord {
+            topic: message.topic().to_owned(),
+            partition,
+            offset,
+            timestamp: message.timestamp().to_millis(),
+            key: message.key().map(<[u8]>::to_vec),
+            value: message.payload().map(<[u8]>::to_vec),
+            headers,
+        }
+    }
+}
+
+/// A failure of user code, as an [`ErrorHandler`] sees it.
+#[derive(Debug)]
+pub struct Failure {
+    /// The task whose processor failed.
+    pub task: TaskId,
+    /// Which call failed.
+    pub stage: FailureStage,
+    /// The record being processed, for [`Deserialization`](FailureStage::Deserialization) and
+    /// [`Processing`](FailureStage::Processing).
+    pub record: Option<FailedRecord>,
+    /// The error the call returned, or, for a panic, an error carrying the panic's message.
+    pub error: Error,
+    /// The call panicked rather than returning an error.
+    pub panicked: bool,
+    /// The index of the record's input topic in the configuration.
+    pub(crate) topic_index: Option<usize>,
+}
+
+/// Decides what happens to a record whose processing failed (see the module docs). The
+/// configuration's [`processing_error`](crate::TasksConfig::processing_error) and
+/// [`deserialization_error`](crate::TasksConfig::deserialization_error) are the default
+/// handler; [`Application::set_error_handler`](crate::Application::set_error_handler)
+/// replaces it. A closure `Fn(&Failure) -> ErrorAction` is a handler.
+///
+/// A handler runs on a processing thread, and a handler that panics is answered `Fail`.
+pub trait ErrorHandler: Send + Sync {
+    /// The answer for `failure`.
+    fn handle(&self, failure: &Failure) -> ErrorAction;
+}
+
+impl<F> ErrorHandler for F
+where
+    F: Fn(&Failure) -> ErrorAction + Send + Sync,
+{
+    fn handle(&self, failure: &Failure) -> ErrorAction {
+        self(failure)
+    }
+}
+
+/// The handler the configuration describes: one action for deserialization failures, one for
+/// the others.
+pub(crate) struct ConfiguredHandler {
+    pub processing: ErrorAction,
+    pub deserialization: ErrorAction,
+}
+
+impl ErrorHandler for ConfiguredHandler {
+    fn handle(&self, failure: &Failure) -> ErrorAction {
+        match failure.stage {
+            FailureStage::Deserialization => self.deserialization,
+            FailureStage::Processing | FailureStage::Punctuation => self.processing,
+            FailureStage::Initialization => ErrorAction::Fail,
+        }
+    }
+}
+
+/// Asks `handler` about `failure`: `Fail` for an initialization failure, and when the handler
+/// itself panics.
+pub(crate) fn decide(handler: &dyn ErrorHandler, failure: &Failure) -> ErrorAction {
+    if failure.stage == FailureStage::Initialization {
+        return ErrorAction::Fail;
+    }
+    catch_unwind(AssertUnwindSafe(|| handler.handle(failure))).unwrap_or_else(|_| {
+        tracing::error!(task = %failure.task, "the error handler panicked: failing the task");
+        ErrorAction::Fail
+    })
+}
+
+/// The headers a dead letter carries besides the failed record's own, as Kafka Streams names
+/// them (KIP-1034), each a UTF-8 string: the error's kind (`panic` for a panic), its message,
+/// and the record's input topic, partition and offset.
+pub const DEAD_LETTER_HEADERS: [&str; 5] = [
+    "__streams.errors.exception",
+    "__streams.errors.message",
+    "__streams.errors.topic",
+    "__streams.errors.partition",
+    "__streams.errors.offset",
+];
+
+/// The headers of the dead letter of `record`, which failed with `failure`: the record's own,
+/// then [`DEAD_LETTER_HEADERS`].
+pub(crate) fn dead_letter_headers(
+    record: &FailedRecord,
+    failure: &Failure,
+) -> Vec<(String, Option<Vec<u8>>)> {
+    let exception = if failure.panicked {
+        "panic".to_owned()
+    } else {
+        format!("{:?}", failure.error.kind())
+    };
+    let values = [
+        exception,
+        failure.error.to_string(),
+        record.topic.clone(),
+        record.partition.to_string(),
+        record.offset.to_string(),
+    ];
+    let mut headers = record.headers.clone();
+    headers.extend(
+        DEAD_LETTER_HEADERS
+            .iter()
+            .zip(values)
+            .map(|(name, value)| ((*name).to_owned(), Some(value.into_bytes()))),
+    );
+    headers
+}
+
+/// Runs user code `call`, turning a panic into an error: `Err(panicked)` is the panic's
+/// message as a `Backend` error of backend `processor`.
+pub(crate) fn guarded<T>(
+    call: impl FnOnce() -> Result<T>,
+) -> std::result::Result<T, (Error, bool)> {
+    match catch_unwind(AssertUnwindSafe(call)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err((err, false)),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            Err((
+                Error::backend("processor", format!("the processor panicked: {message}")),
+                true,
+            ))
+        }
+    }
+}
+
+/// Checks the handlers' options: a dead-letter action needs a topic.
+///
+/// # Errors
+/// `InvalidArgument` naming the option.
+pub(crate) fn validate(config: &crate::TasksConfig) -> Result<()> {
+    let dead_letters =
+        [config.processing_error, config.deserialization_error].contains(&ErrorAction::DeadLetter);
+    match &config.dead_letter_topic {
+        None if dead_letters => Err(Error::invalid(
+            "a dead_letter error action needs dead_letter_topic: the topic failed records go to",
+        )),
+        Some(topic) if config.input_topics.contains(topic) => Err(Error::invalid(format!(
+            "dead_letter_topic {topic:?} is an input topic: the application would process its \
+             own dead letters"
+        ))),
+        Some(topic) => statestore_changelog::validate_topic(topic).map_err(|err| {
+            Error::invalid(format!(
+                "dead_letter_topic {topic:?} is not a Kafka topic name: {err}"
+            ))
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ErrorAction, guarded};
+    use store_api::{Error, ErrorKind};
+
+    #[test]
+    fn a_panic_becomes_an_error_with_its_message() {
+        let (err, panicked) =
+            guarded(|| -> store_api::Result<()> { panic!("bad {}", 42) }).expect_err("panicked");
+        assert!(panicked);
+        assert_eq!(err.kind(), ErrorKind::Backend);
+        assert!(err.to_string().contains("bad 42"), "{err}");
+        let (err, panicked) =
+            guarded(|| -> store_api::Result<()> { Err(Error::invalid("no")) }).expect_err("err");
+        assert!(!panicked);
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(guarded(|| Ok(7)).expect("ok"), 7);
+    }
+
+    #[test]
+    fn actions_read_as_snake_case() {
+        let action: ErrorAction = serde_json::from_str("\"dead_letter\"").expect("parse");
+        assert_eq!(action, ErrorAction::DeadLetter);
+    }
+}
