@@ -30,7 +30,7 @@ pub use file::{
 #[doc(hidden)]
 pub use kafka::util as kafka_util;
 #[cfg(feature = "kafka")]
-pub use kafka::{Deliveries, KafkaClients, KafkaConfig, KafkaLog, validate_topic};
+pub use kafka::{Deliveries, KafkaClients, KafkaConfig, KafkaLog, SendRecord, validate_topic};
 pub use logged::{CheckpointPolicy, CommitPolicy, LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
 pub use record::{
