@@ -69,13 +69,15 @@ mod topics;
 pub use app::{Application, ProcessorPool};
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
 pub use context::{Processor, ProcessorContext, TaskContext};
-pub use outputs::ProductionErrorPolicy;
+pub use outputs::{OutputRecord, ProductionErrorPolicy};
 pub use partitioner::{KeyPartitioner, murmur2};
 pub use punctuation::{Punctuation, PunctuationType, PunctuatorId};
 pub use queries::{
     InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
     ReadSource, Staleness,
 };
+/// The headers an [`OutputRecord`] carries (rdkafka's), and the trait that reads them.
+pub use rdkafka::message::{Headers, OwnedHeaders};
 pub use store::TaskStore;
 pub use stores::{OpenStore, StoreHandle, StoreKind, StoreType, TaskKv};
 pub use task::{POSITION_KEY, decode_task_position};
