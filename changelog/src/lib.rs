@@ -30,7 +30,9 @@ pub use file::{
 #[doc(hidden)]
 pub use kafka::util as kafka_util;
 #[cfg(feature = "kafka")]
-pub use kafka::{Deliveries, KafkaClients, KafkaConfig, KafkaLog, is_secret, validate_topic};
+pub use kafka::{
+    Deliveries, KafkaClients, KafkaConfig, KafkaLog, SendRecord, is_secret, validate_topic,
+};
 pub use logged::{CheckpointPolicy, CommitPolicy, LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};
 pub use record::{

@@ -125,7 +125,10 @@ impl Application {
             ),
             rebalances: AtomicU64::new(0),
             clients,
-            outputs: Mutex::new(Outputs::new(config.production_error)),
+            outputs: Mutex::new(Outputs::new(
+                config.production_error,
+                config.key_partitioner,
+            )),
             restorer: Mutex::new(Restorer::new()),
             outputs_lost: AtomicBool::new(false),
             queries: QueryState::new(),

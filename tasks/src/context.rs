@@ -6,14 +6,14 @@ use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::time::Duration;
 
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use statestore_changelog::TaskId;
 use statestore_operator_stores::{KeyCodec, ValueCodec};
 use store_api::{Error, Result};
 
 use crate::group::Shared;
 use crate::handlers::{FailedRecord, Failure, FailureStage, guarded};
-use crate::outputs::Output;
+use crate::outputs::{Output, OutputRecord};
 use crate::punctuation::{Punctuation, PunctuationType, PunctuatorId, wall_clock_ms};
 use crate::store::TaskStore;
 use crate::stores::{StoreHandle, StoreType, StoreView};
@@ -136,13 +136,31 @@ impl<'a> TaskContext<'a> {
     /// are flushed before each commit, which fails if one was not acknowledged (see
     /// [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)), and a record processed again
     /// after a crash sends its outputs again.
+    ///
+    /// A keyed record goes to the partition of its key (see [`OutputRecord`]);
+    /// [`send_record`](TaskContext::send_record) also sets headers, a partition or a
+    /// timestamp.
     pub fn send(&self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
-        self.outputs.borrow_mut().push(Output {
-            topic: topic.to_owned(),
-            key: key.map(<[u8]>::to_vec),
-            value: value.map(<[u8]>::to_vec),
-            headers: Vec::new(),
-        });
+        let mut record = OutputRecord::new(topic);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        if let Some(value) = value {
+            record = record.value(value);
+        }
+        self.outputs.borrow_mut().push(record);
+    }
+
+    /// Sends `record` once the processor returns, as [`send`](TaskContext::send) does.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative timestamp. A partition the topic does not have is
+    /// found when the record reaches the producer and fails it as the brokers' refusal would
+    /// (see [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)).
+    pub fn send_record(&self, record: OutputRecord) -> Result<()> {
+        record.validate()?;
+        self.outputs.borrow_mut().push(record);
+        Ok(())
     }
 
     /// Schedules punctuator `name` on this task every `interval` (see the `punctuation`
@@ -243,6 +261,29 @@ impl ProcessorContext<'_> {
             self.undecodable.set(true);
         }
         decoded
+    }
+
+    /// The record's headers, in order: each one's name and value (`None` for a null value).
+    /// A name may repeat.
+    ///
+    /// rdkafka panics on a header name that is not UTF-8 (which Kafka's Java clients never
+    /// write).
+    pub fn headers(&self) -> impl Iterator<Item = (&str, Option<&[u8]>)> {
+        self.message
+            .headers()
+            .into_iter()
+            .flat_map(|headers| headers.iter())
+            .map(|header| (header.key, header.value))
+    }
+
+    /// The value of the record's last header named `name`, as Kafka's `lastHeader`; `None`
+    /// when it has none or its value is null ([`headers`](ProcessorContext::headers) tells
+    /// the two apart).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers()
+            .filter(|(key, _)| *key == name)
+            .last()
+            .and_then(|(_, value)| value)
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, ErrorKind, Result};
@@ -306,9 +307,11 @@ impl Shared {
         }
     }
 
-    /// Takes in every task whose restore finished: seeks its partitions to its position and
-    /// resumes them, first moving their records to queues of their own when `queues` is
-    /// given. A task revoked meanwhile is closed instead.
+    /// Takes in every task whose restore finished: seeks its partitions to its position,
+    /// moves their records to queues of their own when `queues` is given, and resumes them. A
+    /// task revoked meanwhile is closed instead. A task whose partitions librdkafka has not
+    /// started fetching yet (it still reads the group's offsets of a new assignment, which a
+    /// task without logged stores can outrun) waits for the next call.
     ///
     /// # Errors
     /// The first failed restore (one that timed out is started again instead), or a seek or
@@ -316,7 +319,23 @@ impl Shared {
     pub(crate) fn finish_restores(
         self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
+        queues: Option<&mut PartitionQueues>,
+    ) -> Result<()> {
+        let mut waiting = Vec::new();
+        let taken = self.take_in_restored(consumer, queues, &mut waiting);
+        let mut restorer = self.restorer.lock();
+        for (partition, restoring, task) in waiting {
+            restorer.put_back(partition, restoring, task);
+        }
+        taken
+    }
+
+    /// [`finish_restores`](Shared::finish_restores), leaving the tasks that wait in `waiting`.
+    fn take_in_restored(
+        self: &Arc<Self>,
+        consumer: &Arc<BaseConsumer<GroupContext>>,
         mut queues: Option<&mut PartitionQueues>,
+        waiting: &mut Vec<(u32, Restoring, Task)>,
     ) -> Result<()> {
         loop {
             let Some((restoring, (partition, task))) = self.restorer.lock().next_done() else {
@@ -344,55 +363,30 @@ impl Shared {
                 // paused.
                 Err(err) => return Err(err),
             };
+            let resumed = match self.seek_to_position(consumer, &restoring, &mut task)? {
+                Sought::All(resumed) => resumed,
+                Sought::NotFetching => {
+                    tracing::debug!(task = %task.id, "partitions not fetched yet; seeking later");
+                    waiting.push((partition, restoring, task));
+                    continue;
+                }
+                Sought::Lost => {
+                    // librdkafka took the partition away while the task restored, before this
+                    // instance saw a revocation (a member past max.poll.interval.ms loses its
+                    // assignment at once): the task is not this instance's to process.
+                    tracing::info!(task = %task.id, "a restored task's partition is no longer assigned here: closed");
+                    task.abandon();
+                    continue;
+                }
+            };
             if let Some(queues) = queues.as_deref_mut() {
-                // Before the seek and the resume: every record fetched from the position on
-                // reaches the task's own queues, none the consumer's.
+                // Before the resume (the partitions are paused, so nothing is fetched from the
+                // position yet): every record from the position on reaches the task's own
+                // queues, none the consumer's.
                 queues.split(consumer, &self.inputs, &task);
-            }
-            let mut resumed = TopicPartitionList::new();
-            let mut lost = false;
-            for (topic, input) in self.inputs.iter().enumerate() {
-                let next = &mut task.next_offset[topic];
-                if next.is_none() {
-                    // The task never committed state for this topic: the group offset, if
-                    // any, is the floor.
-                    *next = restoring.floors[topic];
-                }
-                let offset = match next.map(i64::try_from) {
-                    Some(Ok(offset)) => Offset::Offset(offset),
-                    Some(Err(_)) => {
-                        return Err(Error::invalid(format!(
-                            "task {} holds an offset beyond Kafka's range",
-                            task.id
-                        )));
-                    }
-                    None => Offset::Beginning,
-                };
-                let sought = consumer.seek(
-                    input,
-                    partition_id(partition),
-                    offset,
-                    self.config.request_timeout(),
-                );
-                if let Err(err) = sought {
-                    if still_assigned(consumer, input, partition) {
-                        return Err(convert("seeking to a restored task's position", err));
-                    }
-                    lost = true;
-                    break;
-                }
-                resumed.add_partition(input, partition_id(partition));
             }
             let started = task.next_offset.clone();
             task.start_at(started);
-            if lost {
-                // librdkafka took the partition away while the task restored, before this
-                // instance saw a revocation (a member past max.poll.interval.ms loses its
-                // assignment at once): the task is not this instance's to process.
-                tracing::info!(task = %task.id, "a restored task's partition is no longer assigned here: closed");
-                task.abandon();
-                continue;
-            }
             consumer
                 .resume(&resumed)
                 .map_err(|err| convert("resuming a restored task's partitions", err))?;
@@ -418,6 +412,63 @@ impl Shared {
             );
             self.tasks.lock().insert(partition, task);
         }
+    }
+
+    /// Seeks each input partition of the restored `task` to the task's position (the group
+    /// offset for a topic it never committed state for, else the earliest).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a position beyond Kafka's range; a seek librdkafka refuses for a
+    /// partition still assigned here and being fetched, or one that does not answer within
+    /// the request timeout.
+    fn seek_to_position(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        restoring: &Restoring,
+        task: &mut Task,
+    ) -> Result<Sought> {
+        let partition = task.id.partition;
+        let doing = "seeking to a restored task's position";
+        let mut wanted = TopicPartitionList::new();
+        for (topic, input) in self.inputs.iter().enumerate() {
+            let next = &mut task.next_offset[topic];
+            if next.is_none() {
+                // The task never committed state for this topic: the group offset, if any,
+                // is the floor.
+                *next = restoring.floors[topic];
+            }
+            let offset = match next.map(i64::try_from) {
+                Some(Ok(offset)) => Offset::Offset(offset),
+                Some(Err(_)) => {
+                    return Err(Error::invalid(format!(
+                        "task {} holds an offset beyond Kafka's range",
+                        task.id
+                    )));
+                }
+                None => Offset::Beginning,
+            };
+            wanted
+                .add_partition_offset(input, partition_id(partition), offset)
+                .map_err(|err| convert(doing, err))?;
+        }
+        let sought = consumer
+            .seek_partitions(wanted, self.config.request_timeout())
+            .map_err(|err| convert(doing, err))?;
+        for elem in sought.elements() {
+            match elem.error() {
+                Ok(()) => {}
+                Err(_) if !still_assigned(consumer, elem.topic(), partition) => {
+                    return Ok(Sought::Lost);
+                }
+                // librdkafka starts fetching a newly assigned partition once it has read the
+                // group's offset; until then it refuses to seek it (`Local: Erroneous state`).
+                Err(err) if err.rdkafka_error_code() == Some(RDKafkaErrorCode::State) => {
+                    return Ok(Sought::NotFetching);
+                }
+                Err(err) => return Err(convert(doing, err)),
+            }
+        }
+        Ok(Sought::All(sought))
     }
 
     /// Waits up to `timeout` for the restores in flight and closes what they restored.
@@ -544,6 +595,16 @@ impl Shared {
             self.event(partition, TaskEventKind::Revoked);
         }
     }
+}
+
+/// What seeking a restored task's partitions to its position came to.
+enum Sought {
+    /// Every partition was sought: these are to be resumed.
+    All(TopicPartitionList),
+    /// librdkafka does not fetch some partition yet: seek again later.
+    NotFetching,
+    /// Some partition is no longer assigned here.
+    Lost,
 }
 
 /// Commits `offsets` (topic, partition, next offset) to the group, synchronously.

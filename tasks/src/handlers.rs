@@ -100,15 +100,19 @@ pub struct FailedRecord {
 
 impl FailedRecord {
     pub(crate) fn of(message: &BorrowedMessage<'_>, partition: u32, offset: u64) -> FailedRecord {
-        let headers = message
-            .headers()
-            .map(|headers| {
-                headers
-                    .iter()
-                    .map(|header| (header.key.to_owned(), header.value.map(<[u8]>::to_vec)))
-                    .collect()
-            })
-            .unwrap_or_default();
+        // rdkafka panics on a header name that is not UTF-8: such a record keeps no headers.
+        let headers = catch_unwind(AssertUnwindSafe(|| {
+            message
+                .headers()
+                .map(|headers| {
+                    headers
+                        .iter()
+                        .map(|header| (header.key.to_owned(), header.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default()
+        }))
+        .unwrap_or_default();
         FailedRecord {
             topic: message.topic().to_owned(),
             partition,

@@ -75,13 +75,15 @@ pub use handlers::{
     ErrorAction, ErrorHandler, FailedRecord, Failure, FailureStage, UncaughtErrorPolicy,
 };
 pub use lifecycle::{AppState, StateListener};
-pub use outputs::ProductionErrorPolicy;
+pub use outputs::{OutputRecord, ProductionErrorPolicy};
 pub use partitioner::{KeyPartitioner, murmur2};
 pub use punctuation::{Punctuation, PunctuationType, PunctuatorId};
 pub use queries::{
     InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
     ReadSource, Staleness,
 };
+/// The headers an [`OutputRecord`] carries (rdkafka's), and the trait that reads them.
+pub use rdkafka::message::{Headers, OwnedHeaders};
 pub use store::TaskStore;
 pub use stores::{OpenStore, StoreHandle, StoreKind, StoreType, TaskKv};
 pub use task::{POSITION_KEY, decode_task_position};

@@ -8,9 +8,12 @@
 
 use std::sync::Arc;
 
+use rdkafka::message::{Header, OwnedHeaders};
 use serde::{Deserialize, Serialize};
-use statestore_changelog::{Deliveries, KafkaClients};
+use statestore_changelog::{Deliveries, KafkaClients, SendRecord};
 use store_api::{Error, ErrorKind, Result};
+
+use crate::partitioner::KeyPartitioner;
 
 /// What a task does with an output record the brokers did not acknowledge (refused as too
 /// large, no such topic, not authorised, timed out).
@@ -29,13 +32,123 @@ pub enum ProductionErrorPolicy {
     Continue,
 }
 
-/// A record the processor sends to an output topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Output {
-    pub topic: String,
-    pub key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
+/// A record a processor sends to an output topic with
+/// [`send_record`](crate::TaskContext::send_record): a topic, and optionally a key, a value,
+/// a partition, a timestamp and headers. What is left unset is chosen as for
+/// [`send`](crate::TaskContext::send):
+/// - **partition**: a keyed record goes to the partition the configured
+///   [`key_partitioner`](crate::TasksConfig::key_partitioner) computes for the key among the
+///   topic's partitions (murmur2 by default, as Kafka's Java producer and Kafka Streams
+///   place keys), so that [`Queries::metadata_for_key`](crate::Queries::metadata_for_key)
+///   names the partition a key the application writes lands in; a record without a key, or
+///   one to a topic the brokers do not know yet, goes where librdkafka's partitioner puts it;
+/// - **timestamp**: the time the record is handed to the producer;
+/// - **headers**: none.
+///
+/// ```
+/// use statestore_tasks::OutputRecord;
+///
+/// let record = OutputRecord::new("enriched")
+///     .key("user-7")
+///     .value(b"{\"visits\":3}")
+///     .partition(2)
+///     .timestamp(1_700_000_000_000)
+///     .header("source", Some(b"web"))
+///     .header("trace-id", None);
+/// assert_eq!(record.topic(), "enriched");
+/// ```
+#[derive(Debug, Clone)]
+pub struct OutputRecord {
+    topic: String,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    partition: Option<u32>,
+    timestamp: Option<i64>,
+    headers: Option<OwnedHeaders>,
+}
+
+/// The processing modules' name for a pending [`OutputRecord`].
+pub(crate) type Output = OutputRecord;
+
+impl OutputRecord {
+    /// A record to `topic` with a null key and a null value.
+    pub fn new(topic: impl Into<String>) -> OutputRecord {
+        OutputRecord {
+            topic: topic.into(),
+            key: None,
+            value: None,
+            partition: None,
+            timestamp: None,
+            headers: None,
+        }
+    }
+
+    /// The record with key `key`.
+    #[must_use]
+    pub fn key(mut self, key: impl AsRef<[u8]>) -> OutputRecord {
+        self.key = Some(key.as_ref().to_vec());
+        self
+    }
+
+    /// The record with value `value`.
+    #[must_use]
+    pub fn value(mut self, value: impl AsRef<[u8]>) -> OutputRecord {
+        self.value = Some(value.as_ref().to_vec());
+        self
+    }
+
+    /// The record sent to partition `partition`, whatever its key. A partition the topic
+    /// does not have fails the record as one the brokers refused (see
+    /// [`ProductionErrorPolicy`]), with an `InvalidArgument` error.
+    #[must_use]
+    pub fn partition(mut self, partition: u32) -> OutputRecord {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// The record with timestamp `timestamp_ms`, in milliseconds since the epoch. A negative
+    /// one is refused by [`send_record`](crate::TaskContext::send_record); librdkafka reads 0
+    /// as "now".
+    #[must_use]
+    pub fn timestamp(mut self, timestamp_ms: i64) -> OutputRecord {
+        self.timestamp = Some(timestamp_ms);
+        self
+    }
+
+    /// The record with header `name` appended (`None`: a header with a null value). Headers
+    /// keep their order, and a name may repeat.
+    #[must_use]
+    pub fn header(mut self, name: &str, value: Option<&[u8]>) -> OutputRecord {
+        let header = Header { key: name, value };
+        self.headers = Some(self.headers.take().unwrap_or_default().insert(header));
+        self
+    }
+
+    /// The record with `headers` in place of any set so far.
+    #[must_use]
+    pub fn headers(mut self, headers: OwnedHeaders) -> OutputRecord {
+        self.headers = Some(headers);
+        self
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Checks what can be checked before the record reaches the producer.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative timestamp.
+    pub(crate) fn validate(&self) -> Result<()> {
+        match self.timestamp {
+            Some(timestamp) if timestamp < 0 => Err(Error::invalid(format!(
+                "output record to {} has the negative timestamp {timestamp}",
+                self.topic
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The outputs of the instance's tasks, sent on the instance's one producer.
@@ -43,14 +156,16 @@ pub(crate) struct Outputs {
     deliveries: Arc<Deliveries>,
     pending: Vec<Output>,
     policy: ProductionErrorPolicy,
+    partitioner: KeyPartitioner,
 }
 
 impl Outputs {
-    pub fn new(policy: ProductionErrorPolicy) -> Outputs {
+    pub fn new(policy: ProductionErrorPolicy, partitioner: KeyPartitioner) -> Outputs {
         Outputs {
             deliveries: Arc::default(),
             pending: Vec::new(),
             policy,
+            partitioner,
         }
     }
 
@@ -65,26 +180,35 @@ impl Outputs {
         self.deliveries.failed()
     }
 
-    /// Hands the pending outputs to the producer.
+    /// Hands the pending outputs to the producer, each keyed one without a partition of its
+    /// own in its key's partition (see [`OutputRecord`]). A topic's partition count is read
+    /// from the brokers at its first output and kept: partitions added to a topic later are
+    /// not used until the instance restarts.
     ///
     /// # Errors
-    /// A record the producer refuses at once (too large for `message.max.bytes`), or, under
-    /// [`ProductionErrorPolicy::Fail`], an earlier output that failed.
+    /// A record the producer refuses at once (too large for `message.max.bytes`, a partition
+    /// the topic does not have): `InvalidArgument` or `Backend`, under
+    /// [`ProductionErrorPolicy::Fail`], or an earlier output that failed; `Timeout` or
+    /// `Backend` when the brokers do not give a topic's partition count.
     pub fn send(&mut self, clients: &KafkaClients) -> Result<()> {
-        for output in self.pending.drain(..) {
-            let sent = clients.send_with_headers(
-                &output.topic,
-                output.key.as_deref(),
-                output.value.as_deref(),
-                &output.headers,
-                &self.deliveries,
-            );
+        let mut pending = std::mem::take(&mut self.pending).into_iter();
+        while let Some(output) = pending.next() {
+            let placed = match self.place(clients, &output) {
+                Ok(placed) => placed,
+                Err(err) => {
+                    // Not refused, only not placed yet: kept for the next call.
+                    self.pending = std::iter::once(output).chain(pending).collect();
+                    return Err(err);
+                }
+            };
+            let topic = output.topic.clone();
+            let sent = placed.and_then(|partition| self.hand_over(clients, output, partition));
             if let Err(err) = sent {
                 if err.kind() == ErrorKind::Timeout {
                     // The queue stayed full: the brokers are slow, not refusing the record.
                     return Err(err);
                 }
-                let what = format!("output record to {} was refused: {err}", output.topic);
+                let what = format!("output record to {topic} was refused: {err}");
                 self.deliveries.record_failure(what.clone());
                 match self.policy {
                     ProductionErrorPolicy::Fail => return Err(Error::invalid(what)),
@@ -93,6 +217,46 @@ impl Outputs {
             }
         }
         self.check()
+    }
+
+    /// The partition `output` goes to: its own, checked against the topic's partition count,
+    /// or its key's; `None` to leave it to librdkafka. The outer error is the brokers' failure
+    /// to give the partition count, the inner one a partition the topic does not have.
+    fn place(&self, clients: &KafkaClients, output: &Output) -> Result<Result<Option<u32>>> {
+        if output.partition.is_none() && output.key.is_none() {
+            return Ok(Ok(None));
+        }
+        let Some(count) = clients.partition_count(&output.topic)? else {
+            // Unknown to the brokers: librdkafka waits for the topic, or fails the record.
+            return Ok(Ok(output.partition));
+        };
+        Ok(match (output.partition, &output.key) {
+            (Some(partition), _) if partition >= count => Err(Error::invalid(format!(
+                "partition {partition} does not exist: {} has {count} partitions",
+                output.topic
+            ))),
+            (Some(partition), _) => Ok(Some(partition)),
+            (None, Some(key)) => Ok(self.partitioner.partition(key, count)),
+            (None, None) => Ok(None),
+        })
+    }
+
+    /// Queues `output` on the producer in `partition`.
+    fn hand_over(
+        &self,
+        clients: &KafkaClients,
+        output: Output,
+        partition: Option<u32>,
+    ) -> Result<()> {
+        let record = SendRecord {
+            topic: &output.topic,
+            partition,
+            key: output.key.as_deref(),
+            value: output.value.as_deref(),
+            timestamp: output.timestamp,
+            headers: output.headers,
+        };
+        clients.send_record(record, &self.deliveries)
     }
 
     /// Sends the pending outputs and waits until every output is acknowledged or failed.

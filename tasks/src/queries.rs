@@ -70,7 +70,8 @@ pub enum QueryError {
     #[error("the application is closed")]
     Closed,
     /// This instance has no task (or, when asked, standby copy) of the partition: another
-    /// instance owns it, or it is being restored or moved here.
+    /// instance owns it, or it is being restored or moved here. A store that is not logged
+    /// has no standby copy, so only the partition's active task answers for it.
     #[error("partition {partition} is not available here")]
     NotLocal {
         /// The partition.

@@ -58,6 +58,16 @@ impl Restorer {
         Some((self.tasks.remove(&partition), (partition, task)))
     }
 
+    /// Puts a restored task that could not be taken in yet back among the finished restores,
+    /// for the next [`next_done`](Restorer::next_done).
+    pub fn put_back(&mut self, partition: u32, restoring: Restoring, task: Task) {
+        self.tasks.insert(partition, restoring);
+        if let Err(mpsc::SendError((_, Ok(task)))) = self.done_tx.send((partition, Ok(task))) {
+            // The receiver is this restorer's own, so this never happens.
+            task.abandon();
+        }
+    }
+
     /// The partitions being restored and not revoked.
     pub fn wanted(&self) -> Vec<u32> {
         self.tasks

@@ -56,18 +56,26 @@ pub(crate) fn standby_members(
         .take(usize::try_from(replicas).unwrap_or(usize::MAX))
 }
 
-/// A standby copy of one task: its stores, kept up to date by replaying their changelogs.
+/// A standby copy of one task: its logged stores, kept up to date by replaying their
+/// changelogs.
 pub(crate) struct Standby {
     pub id: TaskId,
-    stores: Vec<(Arc<dyn KeyValueStore>, KafkaLog, usize)>,
-    /// The stores' names, in the order of `stores`.
-    names: Vec<String>,
+    stores: Vec<CopiedStore>,
     /// Records replayed since the copy was opened.
     pub replayed: u64,
     /// When the last catch-up ended, and each store's changelog offsets past the last commit
     /// it applied then (records appended meanwhile, commit markers, a commit in progress).
     caught_up: Option<(SystemTime, Vec<u64>)>,
     dir: TaskDirectory,
+}
+
+/// One logged store of a standby copy: its name, the store, its changelog and the records
+/// replayed per batch.
+struct CopiedStore {
+    name: String,
+    store: Arc<dyn KeyValueStore>,
+    log: KafkaLog,
+    batch: usize,
 }
 
 impl Standby {
@@ -87,12 +95,16 @@ impl Standby {
             let (store, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
             // Read only: a standby opens no producer.
             let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
-            stores.push((store, log, spec.logged.restore_batch_records));
+            stores.push(CopiedStore {
+                name: spec.name.clone(),
+                store,
+                log,
+                batch: spec.logged.restore_batch_records,
+            });
         }
         Ok(Standby {
             id,
             stores,
-            names: config.stores.iter().map(|spec| spec.name.clone()).collect(),
             replayed: 0,
             caught_up: None,
             dir,
@@ -104,8 +116,9 @@ impl Standby {
     pub fn catch_up(&mut self, listener: &mut dyn RestoreListener) -> Result<u64> {
         let mut records = 0;
         let mut behind = Vec::with_capacity(self.stores.len());
-        for (store, log, batch) in &self.stores {
-            let outcome = restore(store.as_ref(), log, self.dir.checkpoint(), *batch, listener)?;
+        for copied in &self.stores {
+            let (store, log) = (copied.store.as_ref(), &copied.log);
+            let outcome = restore(store, log, self.dir.checkpoint(), copied.batch, listener)?;
             records += outcome.records;
             // One more request per store and second; it is what a query's staleness says.
             let applied_up_to = outcome.checkpoint.map_or(outcome.from, |last| last + 1);
@@ -116,15 +129,15 @@ impl Standby {
         Ok(records)
     }
 
-    /// Read handles to the stores for queries, once the copy has caught up at least once.
+    /// Read handles to the stores for queries, by name, once the copy has caught up at least
+    /// once. An unlogged store has none: it is not copied.
     pub fn view(&self) -> Option<StandbyView> {
         let (caught_up, behind) = self.caught_up.as_ref()?;
         let stores = self
-            .names
+            .stores
             .iter()
-            .zip(&self.stores)
             .zip(behind)
-            .map(|((name, (store, _, _)), &behind)| (name.clone(), Arc::clone(store), behind))
+            .map(|(copied, &behind)| (copied.name.clone(), Arc::clone(&copied.store), behind))
             .collect();
         Some(StandbyView {
             stores,
@@ -134,8 +147,8 @@ impl Standby {
 
     /// Flushes and closes the stores, keeping their files.
     pub fn close(self) -> Result<()> {
-        for (store, _, _) in &self.stores {
-            store.close()?;
+        for copied in &self.stores {
+            copied.store.close()?;
         }
         Ok(())
     }

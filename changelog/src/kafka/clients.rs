@@ -12,6 +12,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, Producer};
 use store_api::{Error, Result};
 
@@ -261,13 +262,12 @@ impl KafkaClients {
         &self.inner.base
     }
 
-    /// Queues a record to `topic` on the shared producer (partitioned by its key) and returns
-    /// at once; `deliveries` learns whether it was delivered. Waits while librdkafka's queue is
-    /// full, up to the produce timeout.
+    /// Queues a record to `topic` on the shared producer, in the partition librdkafka's
+    /// partitioner picks, and returns at once; `deliveries` learns whether it was delivered.
+    /// [`send_record`](KafkaClients::send_record) with only a topic, a key and a value.
     ///
     /// # Errors
-    /// A record refused at once (larger than `message.max.bytes`, a bad topic name):
-    /// `InvalidArgument` or `Backend`; `Timeout` when the queue stays full.
+    /// As [`send_record`](KafkaClients::send_record).
     pub fn send(
         &self,
         topic: &str,
@@ -275,40 +275,57 @@ impl KafkaClients {
         value: Option<&[u8]>,
         deliveries: &Arc<Deliveries>,
     ) -> Result<()> {
-        self.send_with_headers(topic, key, value, &[], deliveries)
+        let record = SendRecord {
+            topic,
+            partition: None,
+            key,
+            value,
+            timestamp: None,
+            headers: None,
+        };
+        self.send_record(record, deliveries)
     }
 
-    /// As [`send`](KafkaClients::send), with `headers` (name, value) on the record.
+    /// Queues `record` on the shared producer and returns at once; `deliveries` learns
+    /// whether it was delivered. Waits while librdkafka's queue is full, up to the produce
+    /// timeout.
     ///
     /// # Errors
-    /// As [`send`](KafkaClients::send).
-    pub fn send_with_headers(
-        &self,
-        topic: &str,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[(String, Option<Vec<u8>>)],
-        deliveries: &Arc<Deliveries>,
-    ) -> Result<()> {
+    /// A record refused at once (larger than `message.max.bytes`, a bad topic name, a
+    /// partition the topic is known not to have): `InvalidArgument` or `Backend`; `Timeout`
+    /// when the queue stays full.
+    pub fn send_record(&self, record: SendRecord<'_>, deliveries: &Arc<Deliveries>) -> Result<()> {
+        let SendRecord {
+            topic,
+            partition,
+            key,
+            value,
+            timestamp,
+            headers,
+        } = record;
         let producer = self.producer()?;
         let deadline = Instant::now() + self.inner.produce_timeout;
         let mut record: BaseRecord<'_, [u8], [u8], Arc<Delivery>> =
             BaseRecord::with_opaque_to(topic, Arc::new(Delivery::Send(Arc::clone(deliveries))));
+        if let Some(partition) = partition {
+            let partition = i32::try_from(partition).map_err(|_| {
+                Error::invalid(format!(
+                    "partition {partition} of {topic} is beyond kafka's range"
+                ))
+            })?;
+            record = record.partition(partition);
+        }
         if let Some(key) = key {
             record = record.key(key);
         }
         if let Some(value) = value {
             record = record.payload(value);
         }
-        if !headers.is_empty() {
-            let mut owned = rdkafka::message::OwnedHeaders::new_with_capacity(headers.len());
-            for (name, value) in headers {
-                owned = owned.insert(rdkafka::message::Header {
-                    key: name,
-                    value: value.as_deref(),
-                });
-            }
-            record = record.headers(owned);
+        if let Some(timestamp) = timestamp {
+            record = record.timestamp(timestamp);
+        }
+        if let Some(headers) = headers {
+            record = record.headers(headers);
         }
         deliveries.sending();
         producer::send(&producer, record, deadline).map_err(|err| {
@@ -347,6 +364,24 @@ impl fmt::Debug for KafkaClients {
             .field("producers_created", &self.producers_created())
             .finish_non_exhaustive()
     }
+}
+
+/// A record for [`KafkaClients::send_record`]: what `None` leaves to librdkafka or the broker.
+#[derive(Debug, Clone)]
+pub struct SendRecord<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition; `None`: librdkafka's configured partitioner picks one from the key.
+    pub partition: Option<u32>,
+    /// The key; `None` for a null key.
+    pub key: Option<&'a [u8]>,
+    /// The value; `None` for a null value (a tombstone on a compacted topic).
+    pub value: Option<&'a [u8]>,
+    /// The timestamp in milliseconds since the epoch; `None` (or 0, as librdkafka reads it):
+    /// the time the record is queued.
+    pub timestamp: Option<i64>,
+    /// The headers, in order; `None` for none.
+    pub headers: Option<OwnedHeaders>,
 }
 
 /// What became of the records a caller queued with [`KafkaClients::send`]: how many are

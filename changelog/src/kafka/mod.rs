@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use store_api::{BatchOp, Error, Result};
 
-pub use clients::{Deliveries, KafkaClients};
+pub use clients::{Deliveries, KafkaClients, SendRecord};
 pub use config::{KafkaConfig, is_secret, validate_topic};
 
 /// Not part of the API: the admin client's `block_on`, the conversion of librdkafka errors and

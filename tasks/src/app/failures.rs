@@ -10,7 +10,7 @@ use crate::group::{GroupContext, Shared, partition_id, still_assigned};
 use crate::handlers::{
     ErrorAction, ErrorHandler, Failure, UncaughtErrorPolicy, dead_letter_headers, decide,
 };
-use crate::outputs::Output;
+use crate::outputs::OutputRecord;
 use crate::topics::convert;
 
 /// Answers `failure` with `handler`'s action: a skip (with its dead letter) or a
@@ -56,12 +56,17 @@ pub(crate) fn handle(
             if action == ErrorAction::DeadLetter
                 && let (Some((record, _)), Some(topic)) = (record, &shared.config.dead_letter_topic)
             {
-                shared.outputs.lock().pending().push(Output {
-                    topic: topic.clone(),
-                    key: record.key.clone(),
-                    value: record.value.clone(),
-                    headers: dead_letter_headers(record, &failure),
-                });
+                let mut letter = OutputRecord::new(topic.clone());
+                if let Some(key) = &record.key {
+                    letter = letter.key(key);
+                }
+                if let Some(value) = &record.value {
+                    letter = letter.value(value);
+                }
+                for (name, value) in dead_letter_headers(record, &failure) {
+                    letter = letter.header(&name, value.as_deref());
+                }
+                shared.outputs.lock().pending().push(letter);
                 count(shared, partition, |metrics| {
                     metrics.dead_letters.increment(1)
                 });

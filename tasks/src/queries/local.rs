@@ -148,7 +148,8 @@ impl Queries {
         };
         let Some((_, store, behind)) = copy.stores.iter().find(|(name, _, _)| name == &spec.name)
         else {
-            return Err(unknown());
+            // An unlogged store has no standby copy: only its active task answers.
+            return Err(not_local);
         };
         // Read only: the copy's writes come from its changelog alone.
         let kv = Arc::new(TaskKv::new(
@@ -202,7 +203,8 @@ impl Queries {
             return Err(not_local);
         };
         let Some((_, copy, behind)) = view.stores.iter().find(|(name, _, _)| name == store) else {
-            return Err(QueryError::UnknownStore(store.to_owned()));
+            // An unlogged store has no standby copy: only its active task answers.
+            return Err(not_local);
         };
         let value = match read(copy.as_ref()) {
             // Closed by the poll loop meanwhile: no longer wanted here, or promoted.
