@@ -145,6 +145,9 @@ enum Command {
         /// of this instance, which then gets its tasks back without a rebalance.
         #[arg(long)]
         group_instance_id: Option<String>,
+        /// The longest a metadata, topic or produce request waits (default 30 s).
+        #[arg(long)]
+        request_timeout_ms: Option<u64>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -236,6 +239,7 @@ fn run(command: Command) -> Result<()> {
             replication_factor,
             min_insync_replicas,
             group_instance_id,
+            request_timeout_ms,
         } => {
             if let Some((nth, ms)) = stall_in_record {
                 fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
@@ -273,6 +277,7 @@ fn run(command: Command) -> Result<()> {
                 replication_factor,
                 min_insync_replicas,
                 group_instance_id,
+                request_timeout_ms: request_timeout_ms.unwrap_or(defaults.request_timeout_ms),
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;
