@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
@@ -20,11 +20,8 @@ use super::KafkaLog;
 use super::admin;
 use super::config::{self, KafkaConfig};
 use super::error::convert;
-use super::producer::{self, Delivery, PolledProducer};
-use super::reader;
-
-/// The reader consumers kept idle for the next read; more run while more reads do at once.
-const IDLE_READERS: usize = 2;
+use super::producer::{self, Deliveries, Delivery, PolledProducer};
+use super::readers::ReaderPool;
 
 /// The Kafka clients of one process, shared by every [`KafkaLog`] opened through them.
 ///
@@ -57,7 +54,7 @@ struct Inner {
     admin_timeout: Duration,
     base: ClientConfig,
     producer: Mutex<Option<Arc<PolledProducer>>>,
-    idle_readers: Mutex<Vec<BaseConsumer>>,
+    readers: Arc<ReaderPool>,
     admin: Mutex<Option<AdminClient<DefaultClientContext>>>,
     /// Partition counts of the topics known to exist.
     topics: Mutex<HashMap<String, usize>>,
@@ -81,7 +78,7 @@ impl KafkaClients {
                 admin_timeout: config.admin_timeout(),
                 base: config.client_config(),
                 producer: Mutex::new(None),
-                idle_readers: Mutex::new(Vec::new()),
+                readers: Arc::new(ReaderPool::new(config.client_config())),
                 admin: Mutex::new(None),
                 topics: Mutex::new(HashMap::new()),
                 producers_created: AtomicU64::new(0),
@@ -181,32 +178,17 @@ impl KafkaClients {
         admin::create_topic(client, config, topic)
     }
 
-    /// Runs `read` with a reader consumer: an idle one, or a new one. It goes back to the
-    /// idle ones after.
+    /// Runs `read` with a reader consumer of the pool (see [`ReaderPool::with_reader`]).
     pub(super) fn with_reader<T>(
         &self,
         read: impl FnOnce(&BaseConsumer) -> Result<T>,
     ) -> Result<T> {
-        let consumer = self.take_reader()?;
-        let result = read(&consumer);
-        self.give_back_reader(consumer);
-        result
+        self.inner.readers.with_reader(read)
     }
 
-    /// An idle reader consumer, or a new one.
-    pub(super) fn take_reader(&self) -> Result<BaseConsumer> {
-        if let Some(consumer) = self.inner.idle_readers.lock().pop() {
-            return Ok(consumer);
-        }
-        reader::new_consumer(&self.inner.base)
-    }
-
-    /// Keeps an unassigned reader consumer for the next read (or drops it when enough are idle).
-    pub(super) fn give_back_reader(&self, consumer: BaseConsumer) {
-        let mut idle = self.inner.idle_readers.lock();
-        if idle.len() < IDLE_READERS {
-            idle.push(consumer);
-        }
+    /// The reader consumers these clients lend to reads.
+    pub(super) fn readers(&self) -> Arc<ReaderPool> {
+        Arc::clone(&self.inner.readers)
     }
 
     /// The producer, created at the first call (and after a failure retired the previous one).
@@ -382,107 +364,4 @@ pub struct SendRecord<'a> {
     pub timestamp: Option<i64>,
     /// The headers, in order; `None` for none.
     pub headers: Option<OwnedHeaders>,
-}
-
-/// What became of the records a caller queued with [`KafkaClients::send`]: how many are
-/// still in flight, how many failed, and the first failure.
-#[derive(Debug, Default)]
-pub struct Deliveries {
-    state: Mutex<DeliveryState>,
-    all_reported: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct DeliveryState {
-    in_flight: u64,
-    failed: u64,
-    first_failure: Option<String>,
-    /// Every failure since the last [`Deliveries::forget_failures`] was a timeout: the same
-    /// records sent again may well be delivered.
-    only_timeouts: bool,
-}
-
-impl DeliveryState {
-    fn fail(&mut self, what: String, timeout: bool) {
-        self.failed += 1;
-        if self.first_failure.is_none() {
-            self.first_failure = Some(what);
-            self.only_timeouts = timeout;
-        } else {
-            self.only_timeouts &= timeout;
-        }
-    }
-}
-
-impl Deliveries {
-    /// The first record that was not delivered, described.
-    pub fn first_failure(&self) -> Option<String> {
-        self.state.lock().first_failure.clone()
-    }
-
-    /// How many records were not delivered (or were recorded with
-    /// [`record_failure`](Deliveries::record_failure)).
-    pub fn failed(&self) -> u64 {
-        self.state.lock().failed
-    }
-
-    /// Counts a record that failed, keeping `what` if it is the first.
-    pub fn record_failure(&self, what: String) {
-        self.state.lock().fail(what, false);
-    }
-
-    /// Whether every failure since the last [`forget_failures`](Deliveries::forget_failures)
-    /// was a timeout (false when none failed).
-    pub fn only_timeouts(&self) -> bool {
-        let state = self.state.lock();
-        state.first_failure.is_some() && state.only_timeouts
-    }
-
-    /// Forgets the failures so far (the count [`failed`](Deliveries::failed) stays): for a
-    /// caller that will send every record they concern again.
-    pub fn forget_failures(&self) {
-        let mut state = self.state.lock();
-        state.first_failure = None;
-        state.only_timeouts = false;
-    }
-
-    /// Waits until every record sent is reported, delivered or failed.
-    ///
-    /// # Errors
-    /// `Timeout` when some are not reported within `timeout`.
-    pub fn wait(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.state.lock();
-        while state.in_flight > 0 {
-            if self
-                .all_reported
-                .wait_until(&mut state, deadline)
-                .timed_out()
-                && state.in_flight > 0
-            {
-                return Err(Error::Timeout(format!(
-                    "kafka did not report the delivery of {} records within {timeout:?}",
-                    state.in_flight
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    fn sending(&self) {
-        self.state.lock().in_flight += 1;
-    }
-
-    /// A record's report: `failure` describes it, and says whether it timed out, when it was
-    /// not delivered.
-    pub(super) fn reported(&self, failure: Option<(String, bool)>) {
-        let mut state = self.state.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-        if let Some((what, timeout)) = failure {
-            state.fail(what, timeout);
-        }
-        if state.in_flight == 0 {
-            self.all_reported.notify_all();
-        }
-    }
 }

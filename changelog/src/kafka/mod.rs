@@ -25,7 +25,9 @@ mod config;
 mod error;
 mod producer;
 mod reader;
+mod readers;
 mod retry;
+mod wire;
 
 use std::fmt;
 use std::ops::Range;
@@ -34,8 +36,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use store_api::{BatchOp, Error, Result};
 
-pub use clients::{Deliveries, KafkaClients, SendRecord};
+pub use clients::{KafkaClients, SendRecord};
 pub use config::{KafkaConfig, is_secret, validate_topic};
+pub use producer::Deliveries;
 
 /// Not part of the API: the admin client's `block_on`, the conversion of librdkafka errors and
 /// the retry of retriable ones, for the workspace's tasks crate, which talks to the same
@@ -123,7 +126,12 @@ impl KafkaLog {
             partition_id,
             clients.produce_timeout(),
         );
-        let reader = Reader::new(clients.clone(), topic, partition_id);
+        let reader = Reader::new(
+            clients.readers(),
+            clients.admin_timeout(),
+            topic,
+            partition_id,
+        );
         Ok(KafkaLog {
             clients,
             config,

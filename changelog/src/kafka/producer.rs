@@ -32,22 +32,9 @@ use rdkafka::{ClientContext, Message};
 
 use store_api::{BatchOp, Error, Result};
 
-use super::clients::Deliveries;
 use super::error::convert;
+use super::wire::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::record::{Framing, RecordKind, check_append, marker_op};
-
-/// The record header that frames a record into a commit: value [`FRAMED`] for an update
-/// inside a commit, [`MARKER`] for a commit marker. Records without it are unframed (all
-/// records written before framing). Three bytes of name keep the cost per record small.
-pub const FRAME_HEADER: &str = "ssf";
-/// [`FRAME_HEADER`]'s value on an update inside a commit.
-pub const FRAMED: &[u8] = b"f";
-/// [`FRAME_HEADER`]'s value on a commit marker.
-pub const MARKER: &[u8] = b"c";
-
-/// The header carrying the writer epoch of a record (8 bytes, big-endian), on records appended
-/// under an epoch above 0 (see "Fencing" in [`Changelog`](crate::Changelog)).
-pub const EPOCH_HEADER: &str = "sse";
 
 /// How much longer than `append` waits librdkafka keeps a record before timing it out itself:
 /// `append` gives up and purges first, so librdkafka never starts its own epoch-bump recovery
@@ -421,5 +408,108 @@ impl Appender {
             "producing {count} records to {}/{}",
             self.topic, self.partition
         )
+    }
+}
+
+/// What became of the records a caller queued with [`KafkaClients::send`](super::KafkaClients::send): how many are
+/// still in flight, how many failed, and the first failure.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    state: Mutex<DeliveryState>,
+    all_reported: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct DeliveryState {
+    in_flight: u64,
+    failed: u64,
+    first_failure: Option<String>,
+    /// Every failure since the last [`Deliveries::forget_failures`] was a timeout: the same
+    /// records sent again may well be delivered.
+    only_timeouts: bool,
+}
+
+impl DeliveryState {
+    fn fail(&mut self, what: String, timeout: bool) {
+        self.failed += 1;
+        if self.first_failure.is_none() {
+            self.first_failure = Some(what);
+            self.only_timeouts = timeout;
+        } else {
+            self.only_timeouts &= timeout;
+        }
+    }
+}
+
+impl Deliveries {
+    /// The first record that was not delivered, described.
+    pub fn first_failure(&self) -> Option<String> {
+        self.state.lock().first_failure.clone()
+    }
+
+    /// How many records were not delivered (or were recorded with
+    /// [`record_failure`](Deliveries::record_failure)).
+    pub fn failed(&self) -> u64 {
+        self.state.lock().failed
+    }
+
+    /// Counts a record that failed, keeping `what` if it is the first.
+    pub fn record_failure(&self, what: String) {
+        self.state.lock().fail(what, false);
+    }
+
+    /// Whether every failure since the last [`forget_failures`](Deliveries::forget_failures)
+    /// was a timeout (false when none failed).
+    pub fn only_timeouts(&self) -> bool {
+        let state = self.state.lock();
+        state.first_failure.is_some() && state.only_timeouts
+    }
+
+    /// Forgets the failures so far (the count [`failed`](Deliveries::failed) stays): for a
+    /// caller that will send every record they concern again.
+    pub fn forget_failures(&self) {
+        let mut state = self.state.lock();
+        state.first_failure = None;
+        state.only_timeouts = false;
+    }
+
+    /// Waits until every record sent is reported, delivered or failed.
+    ///
+    /// # Errors
+    /// `Timeout` when some are not reported within `timeout`.
+    pub fn wait(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while state.in_flight > 0 {
+            if self
+                .all_reported
+                .wait_until(&mut state, deadline)
+                .timed_out()
+                && state.in_flight > 0
+            {
+                return Err(Error::Timeout(format!(
+                    "kafka did not report the delivery of {} records within {timeout:?}",
+                    state.in_flight
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn sending(&self) {
+        self.state.lock().in_flight += 1;
+    }
+
+    /// A record's report: `failure` describes it, and says whether it timed out, when it was
+    /// not delivered.
+    pub(super) fn reported(&self, failure: Option<(String, bool)>) {
+        let mut state = self.state.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        if let Some((what, timeout)) = failure {
+            state.fail(what, timeout);
+        }
+        if state.in_flight == 0 {
+            self.all_reported.notify_all();
+        }
     }
 }

@@ -3,60 +3,32 @@
 //! Restore reads the log in batches, each starting where the previous one stopped. The log
 //! keeps its consumer, with its fetch position and prefetched records, between such batches,
 //! so a batch costs no round trip to reposition; at the end of the log the consumer goes back
-//! to the [`KafkaClients`] for the next read of any log. A read at any other offset assigns the
+//! to the [`ReaderPool`] for the next read of any log. A read at any other offset assigns the
 //! partition at that offset. No consumer group is joined and no offset is committed: the checkpoint file, not
 //! Kafka, records how far a store got.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Headers;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use store_api::{BatchOp, Error, Result};
 
-use super::clients::KafkaClients;
 use super::error::convert;
-use super::producer::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
+use super::readers::ReaderPool;
 use super::retry::retry;
+use super::wire::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
 use crate::record::RecordKind;
-
-/// The group id librdkafka needs before it accepts an assignment. The consumer never
-/// subscribes, so it never joins this group, and it commits nothing.
-const READER_GROUP: &str = "statestore-changelog-reader";
-
-/// How long a broker may hold a fetch that finds no new record (librdkafka's default is 500).
-/// The reader fetches only while a read runs, so a short wait costs no idle traffic, and a
-/// read that reaches the end of the partition learns it after 10 ms instead of 500.
-const FETCH_WAIT_MS: &str = "10";
 
 /// The longest wait for the metadata refresh before a watermarks request is sent again.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Creates a reader consumer from `base` (bootstrap servers and passthrough properties).
-///
-/// # Errors
-/// `InvalidArgument` for a property librdkafka refuses.
-pub fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
-    let mut config = base.clone();
-    if config.get("fetch.wait.max.ms").is_none() {
-        config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
-    }
-    config
-        .set("group.id", READER_GROUP)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "true")
-        .set("auto.offset.reset", "earliest");
-    config
-        .create()
-        .map_err(|err| convert("creating the kafka consumer", err))
-}
-
-/// The reads of one (topic, partition), on consumers lent by the log's [`KafkaClients`].
+/// The reads of one (topic, partition), on consumers lent by the clients' [`ReaderPool`].
 pub struct Reader {
-    clients: KafkaClients,
+    readers: Arc<ReaderPool>,
     /// After a read that stopped before the end of the log: the consumer still assigned to
     /// the partition and the offset it returns next. Given back at the end of the log.
     held: Option<(BaseConsumer, u64)>,
@@ -66,11 +38,12 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// Reads `topic`/`partition` with consumers from `clients`.
-    pub fn new(clients: KafkaClients, topic: &str, partition: i32) -> Self {
+    /// Reads `topic`/`partition` with consumers from `readers`, each request waiting up to
+    /// `timeout`.
+    pub fn new(readers: Arc<ReaderPool>, timeout: Duration, topic: &str, partition: i32) -> Self {
         Reader {
-            timeout: clients.admin_timeout(),
-            clients,
+            timeout,
+            readers,
             held: None,
             topic: topic.to_owned(),
             partition,
@@ -100,7 +73,7 @@ impl Reader {
         };
         let (low, high) = match &self.held {
             Some((consumer, _)) => fetch(consumer)?,
-            None => self.clients.with_reader(fetch)?,
+            None => self.readers.with_reader(fetch)?,
         };
         let as_offset = |o: i64| u64::try_from(o).unwrap_or(0);
         Ok((as_offset(low), as_offset(high)))
@@ -122,7 +95,7 @@ impl Reader {
             held => {
                 let consumer = match held {
                     Some((consumer, _)) => consumer,
-                    None => self.clients.take_reader()?,
+                    None => self.readers.take()?,
                 };
                 if let Err(err) = self.assign(&consumer, from) {
                     self.give_back(consumer);
@@ -151,7 +124,7 @@ impl Reader {
     /// Stops the consumer's fetches and gives it back to the clients.
     fn give_back(&self, consumer: BaseConsumer) {
         match consumer.unassign() {
-            Ok(()) => self.clients.give_back_reader(consumer),
+            Ok(()) => self.readers.give_back(consumer),
             Err(err) => tracing::debug!(%err, "kafka consumer unassign failed; dropped"),
         }
     }

@@ -1,0 +1,89 @@
+//! The reader consumers that the changelogs of one [`KafkaClients`](super::KafkaClients) share:
+//! lent to one read at a time, kept idle for the next.
+
+use parking_lot::Mutex;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::BaseConsumer;
+use store_api::Result;
+
+use super::error::convert;
+
+/// The reader consumers kept idle for the next read; more run while more reads do at once.
+const IDLE_READERS: usize = 2;
+
+/// The group id librdkafka needs before it accepts an assignment. The consumer never
+/// subscribes, so it never joins this group, and it commits nothing.
+const READER_GROUP: &str = "statestore-changelog-reader";
+
+/// How long a broker may hold a fetch that finds no new record (librdkafka's default is 500).
+/// The reader fetches only while a read runs, so a short wait costs no idle traffic, and a
+/// read that reaches the end of the partition learns it after 10 ms instead of 500.
+const FETCH_WAIT_MS: &str = "10";
+
+/// Creates a reader consumer from `base` (bootstrap servers and passthrough properties).
+///
+/// # Errors
+/// `InvalidArgument` for a property librdkafka refuses.
+fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
+    let mut config = base.clone();
+    if config.get("fetch.wait.max.ms").is_none() {
+        config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
+    }
+    config
+        .set("group.id", READER_GROUP)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "true")
+        .set("auto.offset.reset", "earliest");
+    config
+        .create()
+        .map_err(|err| convert("creating the kafka consumer", err))
+}
+
+/// Reader consumers made from one configuration: an idle one for each read, or a new one.
+pub struct ReaderPool {
+    base: ClientConfig,
+    idle: Mutex<Vec<BaseConsumer>>,
+}
+
+impl ReaderPool {
+    /// A pool of consumers made from `base` (bootstrap servers and passthrough properties).
+    pub fn new(base: ClientConfig) -> ReaderPool {
+        ReaderPool {
+            base,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `read` with a reader consumer: an idle one, or a new one. It goes back to the
+    /// idle ones after.
+    ///
+    /// # Errors
+    /// `read`'s error, or that of creating a consumer.
+    pub fn with_reader<T>(&self, read: impl FnOnce(&BaseConsumer) -> Result<T>) -> Result<T> {
+        let consumer = self.take()?;
+        let result = read(&consumer);
+        self.give_back(consumer);
+        result
+    }
+
+    /// An idle reader consumer, or a new one.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a property librdkafka refuses.
+    pub fn take(&self) -> Result<BaseConsumer> {
+        if let Some(consumer) = self.idle.lock().pop() {
+            return Ok(consumer);
+        }
+        new_consumer(&self.base)
+    }
+
+    /// Keeps an unassigned reader consumer for the next read (or drops it when enough are
+    /// idle).
+    pub fn give_back(&self, consumer: BaseConsumer) {
+        let mut idle = self.idle.lock();
+        if idle.len() < IDLE_READERS {
+            idle.push(consumer);
+        }
+    }
+}
