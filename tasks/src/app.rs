@@ -586,7 +586,7 @@ pub(crate) fn commit_tasks(
 }
 
 /// Runs `commit` on each of `tasks`, each on a thread of its own when there are several: a
-/// task's stores commit one after the other on its thread, as [`Task::commit`](crate::task::Task::commit) orders them,
+/// task's stores commit one after the other on its thread, as [`Task::commit`](crate::state::task::Task::commit) orders them,
 /// while the tasks' changelog appends, syncs (or broker acknowledgements) and checkpoint
 /// writes overlap. Returns each task's partition and outcome, in the order given; every task
 /// is committed whatever the others' outcomes.

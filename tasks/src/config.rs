@@ -9,7 +9,6 @@ use statestore_changelog::{KafkaConfig, LoggedStoreConfig, validate_topic};
 
 use crate::handlers::{ErrorAction, UncaughtErrorPolicy};
 use crate::outputs::ProductionErrorPolicy;
-use crate::stores::StoreKind;
 use store_api::{Error, Result};
 
 /// How partitions are spread over the instances of a group (librdkafka's
@@ -104,6 +103,100 @@ impl StoreSpec {
     pub fn with_logging(mut self, logging: bool) -> StoreSpec {
         self.logging = logging;
         self
+    }
+}
+
+/// What a store of every task holds. Typed and timestamped stores are views of a key-value
+/// store ([`StoreHandle<TypedStore<..>>`](StoreHandle)), so they are declared as `key-value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum StoreKind {
+    /// Bytes to bytes (and typed or timestamped views of them).
+    #[default]
+    KeyValue,
+    /// A key-value store bounded to `capacity` entries, evicting the least recently used
+    /// ([`LruStore`]); evictions are logged deletes.
+    Lru {
+        /// The most entries it keeps, at least 1.
+        capacity: usize,
+    },
+    /// A window store ([`WindowStore`]).
+    Window {
+        /// How long a window is kept after the stream time passes its start, in milliseconds.
+        retention_ms: i64,
+        /// The width of a segment, the unit of expiry; default half the retention, at least a
+        /// minute (Kafka Streams').
+        #[serde(default)]
+        segment_interval_ms: Option<i64>,
+        /// Keep every value put for a key and window (stream-stream joins).
+        #[serde(default)]
+        retain_duplicates: bool,
+    },
+    /// A session store ([`SessionStore`]).
+    Session {
+        /// How long a session is kept after the stream time passes its end, in milliseconds.
+        retention_ms: i64,
+        /// The width of a segment; default half the retention, at least a minute.
+        #[serde(default)]
+        segment_interval_ms: Option<i64>,
+    },
+    /// A versioned key-value store ([`VersionedStore`], Kafka Streams' KIP-889).
+    Versioned {
+        /// How long older versions are kept behind the stream time, in milliseconds.
+        history_retention_ms: i64,
+    },
+}
+
+impl StoreKind {
+    /// Checks the options without opening anything.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the bad option.
+    pub(crate) fn validate(&self, store: &str) -> Result<()> {
+        let bad = |why: String| Err(Error::invalid(format!("store {store:?}: {why}")));
+        match *self {
+            StoreKind::KeyValue => Ok(()),
+            StoreKind::Lru { capacity: 0 } => {
+                bad("an LRU store needs a capacity of at least 1".into())
+            }
+            StoreKind::Lru { .. } => Ok(()),
+            StoreKind::Window {
+                retention_ms,
+                segment_interval_ms,
+                ..
+            }
+            | StoreKind::Session {
+                retention_ms,
+                segment_interval_ms,
+            } => {
+                if retention_ms <= 0 {
+                    return bad(format!("retention_ms must be positive, not {retention_ms}"));
+                }
+                match segment_interval_ms {
+                    Some(interval) if interval <= 0 => bad(format!(
+                        "segment_interval_ms must be positive, not {interval}"
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            StoreKind::Versioned {
+                history_retention_ms,
+            } if history_retention_ms < 0 => bad(format!(
+                "history_retention_ms must not be negative, not {history_retention_ms}"
+            )),
+            StoreKind::Versioned { .. } => Ok(()),
+        }
+    }
+
+    /// The kind's name, as the configuration spells it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            StoreKind::KeyValue => "key-value",
+            StoreKind::Lru { .. } => "lru",
+            StoreKind::Window { .. } => "window",
+            StoreKind::Session { .. } => "session",
+            StoreKind::Versioned { .. } => "versioned",
+        }
     }
 }
 
@@ -427,7 +520,7 @@ impl TasksConfig {
             return Err(Error::invalid("restore_parallelism must be at least 1"));
         }
         validate_replication(self)?;
-        crate::handlers::validate(self)?;
+        validate_error_handling(self)?;
         if let Some(id) = &self.group_instance_id {
             validate_group_instance_id(id)?;
         }
@@ -519,6 +612,30 @@ pub(crate) fn validate_group_instance_id(id: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks the handlers' options: a dead-letter action needs a topic.
+///
+/// # Errors
+/// `InvalidArgument` naming the option.
+fn validate_error_handling(config: &TasksConfig) -> Result<()> {
+    let dead_letters =
+        [config.processing_error, config.deserialization_error].contains(&ErrorAction::DeadLetter);
+    match &config.dead_letter_topic {
+        None if dead_letters => Err(Error::invalid(
+            "a dead_letter error action needs dead_letter_topic: the topic failed records go to",
+        )),
+        Some(topic) if config.input_topics.contains(topic) => Err(Error::invalid(format!(
+            "dead_letter_topic {topic:?} is an input topic: the application would process its \
+             own dead letters"
+        ))),
+        Some(topic) => validate_topic(topic).map_err(|err| {
+            Error::invalid(format!(
+                "dead_letter_topic {topic:?} is not a Kafka topic name: {err}"
+            ))
+        }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

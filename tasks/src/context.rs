@@ -14,10 +14,10 @@ use store_api::{Error, Result};
 use crate::group::Shared;
 use crate::handlers::{FailedRecord, Failure, FailureStage, guarded};
 use crate::outputs::{Output, OutputRecord};
-use crate::punctuation::{Punctuation, PunctuationType, PunctuatorId, wall_clock_ms};
-use crate::store::TaskStore;
-use crate::stores::{StoreHandle, StoreType, StoreView};
-use crate::task::Task;
+use crate::state::kv::TaskStore;
+use crate::state::punctuation::{Punctuation, PunctuationType, PunctuatorId, wall_clock_ms};
+use crate::state::stores::{StoreHandle, StoreType, StoreView};
+use crate::state::task::Task;
 
 /// The processing of a partitioned application: called on the application's thread for every
 /// input record, and for the punctuators it schedules. One processor serves every task of the

@@ -25,7 +25,7 @@ use crate::outputs::Outputs;
 use crate::queries::QueryState;
 use crate::restorer::{Restored, Restorer, Restoring};
 use crate::standby::Standbys;
-use crate::task::Task;
+use crate::state::task::Task;
 use crate::topics::convert;
 use crate::{TaskEvent, TaskEventKind};
 use statestore_changelog::kafka_util::retry;

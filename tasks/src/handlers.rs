@@ -254,30 +254,6 @@ pub(crate) fn guarded<T>(
     }
 }
 
-/// Checks the handlers' options: a dead-letter action needs a topic.
-///
-/// # Errors
-/// `InvalidArgument` naming the option.
-pub(crate) fn validate(config: &crate::TasksConfig) -> Result<()> {
-    let dead_letters =
-        [config.processing_error, config.deserialization_error].contains(&ErrorAction::DeadLetter);
-    match &config.dead_letter_topic {
-        None if dead_letters => Err(Error::invalid(
-            "a dead_letter error action needs dead_letter_topic: the topic failed records go to",
-        )),
-        Some(topic) if config.input_topics.contains(topic) => Err(Error::invalid(format!(
-            "dead_letter_topic {topic:?} is an input topic: the application would process its \
-             own dead letters"
-        ))),
-        Some(topic) => statestore_changelog::validate_topic(topic).map_err(|err| {
-            Error::invalid(format!(
-                "dead_letter_topic {topic:?} is not a Kafka topic name: {err}"
-            ))
-        }),
-        None => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::{ErrorAction, guarded};

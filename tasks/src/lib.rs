@@ -56,19 +56,16 @@ mod group;
 pub mod handlers;
 mod lifecycle;
 mod members;
-pub mod metrics;
 mod outputs;
 mod partitioner;
-mod punctuation;
 pub mod queries;
 mod restorer;
 mod standby;
-mod store;
-mod stores;
-mod task;
+mod state;
 mod topics;
 
 pub use app::{Application, ProcessorPool};
+pub use config::StoreKind;
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
 pub use context::{Processor, ProcessorContext, TaskContext};
 pub use handlers::{
@@ -77,16 +74,17 @@ pub use handlers::{
 pub use lifecycle::{AppState, StateListener};
 pub use outputs::{OutputRecord, ProductionErrorPolicy};
 pub use partitioner::{KeyPartitioner, murmur2};
-pub use punctuation::{Punctuation, PunctuationType, PunctuatorId};
 pub use queries::{
     InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
     ReadSource, Staleness,
 };
 /// The headers an [`OutputRecord`] carries (rdkafka's), and the trait that reads them.
 pub use rdkafka::message::{Headers, OwnedHeaders};
-pub use store::TaskStore;
-pub use stores::{OpenStore, StoreHandle, StoreKind, StoreType, TaskKv};
-pub use task::{POSITION_KEY, decode_task_position};
+pub use state::kv::{TaskKv, TaskStore};
+pub use state::metrics;
+pub use state::position::{POSITION_KEY, decode_task_position};
+pub use state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
+pub use state::stores::{OpenStore, StoreHandle, StoreType};
 pub use topics::create_topic;
 
 use statestore_changelog::{RestoreOutcome, TaskId};

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use store_api::Result;
 
-use crate::task::Task;
+use crate::state::task::Task;
 
 /// A task whose stores are being restored.
 pub(crate) struct Restoring {

@@ -31,8 +31,8 @@ use crate::context::{Processor, locate, process_record, punctuate_task_wall_cloc
 use crate::group::{GroupContext, Shared};
 use crate::handlers::{Failure, FailureStage, guarded};
 use crate::outputs::Output;
-use crate::punctuation::wall_clock_ms;
-use crate::task::Task;
+use crate::state::punctuation::wall_clock_ms;
+use crate::state::task::Task;
 
 /// One processor per task, made by a supplier when the task starts here (Kafka Streams'
 /// `ProcessorSupplier`) and dropped when the task is closed, revoked or lost. A task that

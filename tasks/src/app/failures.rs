@@ -83,7 +83,11 @@ pub(crate) fn handle(
     rewind(consumer, shared, partition, skip)
 }
 
-fn count(shared: &Shared, partition: u32, record: impl FnOnce(&crate::metrics::TaskMetrics)) {
+fn count(
+    shared: &Shared,
+    partition: u32,
+    record: impl FnOnce(&crate::state::metrics::TaskMetrics),
+) {
     if let Some(task) = shared.tasks.lock().get(&partition) {
         record(&task.metrics);
     }

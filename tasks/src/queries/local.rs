@@ -7,8 +7,9 @@ use std::sync::Arc;
 use store_api::{KeyValueStore, KvIter};
 
 use super::{LocalRead, Queries, QueryError, ReadFrom, ReadSource, Staleness};
-use crate::store::{check_key, hide_reserved};
-use crate::stores::{Backing, OpenStore, StoreHandle, StoreType, StoreView, TaskKv};
+use crate::state::kv::{Backing, TaskKv};
+use crate::state::position::{check_key, hide_reserved};
+use crate::state::stores::{OpenStore, StoreHandle, StoreType, StoreView};
 
 /// Entries read from this instance, in key order (reverse for a reverse range), the reserved
 /// keys left out.

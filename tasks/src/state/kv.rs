@@ -1,17 +1,21 @@
-//! [`TaskStore`]: a task's key-value store of bytes as the processor sees it.
+//! The key-value store each store of a task is kept in ([`TaskKv`]: logged or local, its
+//! reserved keys hidden) and [`TaskStore`], the same store of bytes as the processor sees it.
 
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use statestore_changelog::EPOCH_KEY;
-use store_api::{Error, KeyValueStore, KvIter, Result, WriteBatch};
+use statestore_changelog::LoggedStore;
+use store_api::{
+    BatchOp, Capabilities, Error, KeyValueStore, KvIter, Result, ValueVisitor, WriteBatch,
+};
 
-use crate::stores::TaskKv;
-use crate::task::POSITION_KEY;
+use super::position::{check_key, hide_reserved};
 
 /// One key-value store of the task that owns the record being processed.
 ///
 /// Reads see every write of the task, committed or not. The task's reserved keys (its
-/// position and stream time, [`POSITION_KEY`], and the changelog's writer epoch
+/// position and stream time, [`POSITION_KEY`](super::position::POSITION_KEY), and the changelog's writer epoch
 /// [`EPOCH_KEY`](statestore_changelog::EPOCH_KEY)) are hidden from reads and refused to
 /// writes. While the task replays records this store already holds (after a crash between the
 /// commits of two stores of the task), writes are dropped, so each record is applied once (see
@@ -84,28 +88,146 @@ impl TaskStore<'_> {
     }
 }
 
-/// Refuses the keys the task and the changelog reserve.
-pub(crate) fn check_key(key: &[u8]) -> Result<()> {
-    if key == EPOCH_KEY {
-        return Err(Error::invalid(
-            "the key \\0statestore.epoch is reserved for the changelog's writer epoch",
-        ));
-    }
-    if key == POSITION_KEY {
-        return Err(Error::invalid(
-            "the key \\0statestore.task.position is reserved for the task's input position",
-        ));
-    }
-    Ok(())
+/// The key-value store a task store is kept in: logged (its changelog restores it) or local.
+#[derive(Debug)]
+pub(crate) enum Backing {
+    Logged(Box<LoggedStore>),
+    /// Not logged: writes go to the engine as they are made; nothing restores it.
+    Local(Arc<dyn KeyValueStore>),
 }
 
-/// Whether `key` is one the task or the changelog keeps in every store.
-pub(crate) fn is_reserved(key: &[u8]) -> bool {
-    key == POSITION_KEY || key == EPOCH_KEY
+impl Backing {
+    fn store(&self) -> &dyn KeyValueStore {
+        match self {
+            Backing::Logged(store) => store.as_ref(),
+            Backing::Local(store) => store.as_ref(),
+        }
+    }
 }
 
-/// Leaves out the task's position (with its stream time) and the changelog's writer epoch,
-/// which the task keeps in every store.
-pub(crate) fn hide_reserved(iter: KvIter) -> KvIter {
-    Box::new(iter.filter(|item| !matches!(item, Ok((key, _)) if is_reserved(key))))
+/// One store of a task as its processor and the operator stores over it see it: the task's
+/// reserved keys hidden and refused, and writes dropped while the task replays records this
+/// store already holds (see the `task` module).
+#[derive(Debug)]
+pub struct TaskKv {
+    name: String,
+    pub(crate) backing: Backing,
+    /// The record being processed is already part of this store's committed content.
+    replaying: AtomicBool,
+}
+
+impl TaskKv {
+    pub(crate) fn new(name: String, backing: Backing) -> TaskKv {
+        TaskKv {
+            name,
+            backing,
+            replaying: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn set_replaying(&self, replaying: bool) {
+        self.replaying.store(replaying, Ordering::Relaxed);
+    }
+
+    fn replaying(&self) -> bool {
+        self.replaying.load(Ordering::Relaxed)
+    }
+
+    /// The logged store, for a logged store.
+    pub(crate) fn logged(&self) -> Option<&LoggedStore> {
+        match &self.backing {
+            Backing::Logged(store) => Some(store),
+            Backing::Local(_) => None,
+        }
+    }
+}
+
+impl KeyValueStore for TaskKv {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.backing.store().capabilities()
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.backing.store().get(key)
+    }
+
+    fn get_with(&self, key: &[u8], f: &mut ValueVisitor<'_>) -> Result<()> {
+        check_key(key)?;
+        self.backing.store().get_with(key, f)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        if self.replaying() {
+            return Ok(());
+        }
+        self.backing.store().put(key, value)
+    }
+
+    fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        if self.replaying() {
+            return self.backing.store().get(key);
+        }
+        self.backing.store().put_if_absent(key, value)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        if self.replaying() {
+            return Ok(());
+        }
+        self.backing.store().delete(key)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        for op in batch.ops() {
+            check_key(op.key())?;
+        }
+        if self.replaying() {
+            return Ok(());
+        }
+        self.backing.store().write(batch)
+    }
+
+    fn write_ops(&self, ops: &[BatchOp]) -> Result<()> {
+        for op in ops {
+            check_key(op.key())?;
+        }
+        if self.replaying() {
+            return Ok(());
+        }
+        self.backing.store().write_ops(ops)
+    }
+
+    fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        Ok(hide_reserved(self.backing.store().range(from, to)?))
+    }
+
+    fn reverse_range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        Ok(hide_reserved(self.backing.store().reverse_range(from, to)?))
+    }
+
+    fn approximate_len(&self) -> Result<u64> {
+        self.backing.store().approximate_len()
+    }
+
+    /// The task commits its stores; a processor's flush is a no-op, so it can never commit
+    /// part of a record.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The task closes its stores; a processor's close is refused.
+    fn close(&self) -> Result<()> {
+        Err(Error::invalid(format!(
+            "store {:?} belongs to its task, which closes it",
+            self.name
+        )))
+    }
 }
