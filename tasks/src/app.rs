@@ -2,9 +2,9 @@
 
 mod batch;
 mod failures;
+mod processing;
 mod standbys;
 
-pub(crate) use batch::PartitionQueues;
 pub use batch::ProcessorPool;
 
 use std::sync::Arc;
@@ -21,17 +21,19 @@ use store_api::{Error, ErrorKind, Result};
 
 use crate::client_config::{consumer_config, unique_client_id};
 use crate::config::TasksConfig;
-use crate::context::{Processor, ProcessorContext, process_message, punctuate_wall_clock};
 use crate::group::{GroupContext, Shared, commit_group};
 use crate::handlers::{ConfiguredHandler, ErrorHandler, Failure};
 use crate::lifecycle::{AppState, StateListener};
 use crate::members;
+use crate::members::standby_tasks;
 use crate::outputs::Outputs;
+use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
 use crate::restorer::Restorer;
-use crate::standby::{Standby, Standbys, standby_tasks};
+use crate::standby::{Standby, Standbys};
 use crate::topics::{self, convert};
 use crate::{TaskEvent, TaskEventKind};
+use processing::{process_message, punctuate_wall_clock};
 
 /// How often the group's assignment is read: standby copies follow it and catch up with their
 /// changelogs, and a stale assignment is noticed.
@@ -109,11 +111,19 @@ impl Application {
             .map(|store| KafkaClients::new(&config.changelog_config(store, 1)))
             .ok_or_else(|| Error::invalid("no store is configured"))??;
         let partitions = topics::prepare(&clients, &config)?;
+        let tasks = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
+        let rebalances = Arc::new(AtomicU64::new(0));
+        let queries = Arc::new(QueryState::new(
+            config.clone(),
+            partitions,
+            Arc::clone(&tasks),
+            Arc::clone(&rebalances),
+        ));
         let shared = Arc::new(Shared {
             inputs: inputs.clone(),
             partitions,
             state,
-            tasks: Mutex::new(Default::default()),
+            tasks,
             error: Mutex::new(None),
             events: Mutex::new(std::collections::VecDeque::new()),
             lifecycle: crate::lifecycle::Lifecycle::new(),
@@ -123,7 +133,7 @@ impl Application {
                 &config.application_id,
                 config.application_server.as_deref(),
             ),
-            rebalances: AtomicU64::new(0),
+            rebalances,
             clients,
             outputs: Mutex::new(Outputs::new(
                 config.production_error,
@@ -131,7 +141,7 @@ impl Application {
             )),
             restorer: Mutex::new(Restorer::new()),
             outputs_lost: AtomicBool::new(false),
-            queries: QueryState::new(),
+            queries,
             config,
         });
         let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -210,7 +220,7 @@ impl Application {
 
     /// A handle for interactive queries from any thread (see [`Queries`]).
     pub fn queries(&self) -> Queries {
-        Queries::new(&self.shared)
+        Queries::new(&self.shared.queries)
     }
 
     /// Output records that were not delivered: dropped under
@@ -280,7 +290,7 @@ impl Application {
             return Err(err);
         }
         revive_if_outputs_lost(&self.consumer, &self.shared);
-        self.shared.finish_restores(&self.consumer, None)?;
+        self.shared.finish_restores(&self.consumer, &mut |_| {})?;
         let (processed, full) = match polled {
             None => (false, false),
             Some(Err(KafkaError::PartitionEOF(_))) => (false, false),

@@ -19,7 +19,6 @@ use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, ErrorKind, Result};
 
-use crate::app::PartitionQueues;
 use crate::config::TasksConfig;
 use crate::outputs::Outputs;
 use crate::queries::QueryState;
@@ -41,7 +40,8 @@ pub(crate) struct Shared {
     pub inputs: Vec<String>,
     pub partitions: u32,
     pub state: StateDirectory,
-    pub tasks: Mutex<BTreeMap<u32, Task>>,
+    /// The active tasks, shared with interactive queries.
+    pub tasks: Arc<Mutex<BTreeMap<u32, Task>>>,
     pub error: Mutex<Option<Error>>,
     /// The task events not taken yet, the latest [`MAX_EVENTS`] of them.
     pub events: Mutex<std::collections::VecDeque<TaskEvent>>,
@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     pub client_id: String,
     /// Rebalance callbacks served so far: a partition's progress is judged only across a
     /// stretch without one.
-    pub rebalances: AtomicU64,
+    pub rebalances: Arc<AtomicU64>,
     /// The instance's Kafka clients: one producer for every changelog and output, shared
     /// reader consumers for restores and standbys.
     pub clients: KafkaClients,
@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     pub outputs_lost: std::sync::atomic::AtomicBool,
     /// What interactive queries read besides the tasks: the group's description and the
     /// standby copies' read handles.
-    pub queries: QueryState,
+    pub queries: Arc<QueryState>,
 }
 
 impl Shared {
@@ -308,7 +308,8 @@ impl Shared {
     }
 
     /// Takes in every task whose restore finished: seeks its partitions to its position,
-    /// moves their records to queues of their own when `queues` is given, and resumes them. A
+    /// calls `split` with it (which may move its records to queues of their own before they
+    /// are fetched), and resumes them. A
     /// task revoked meanwhile is closed instead. A task whose partitions librdkafka has not
     /// started fetching yet (it still reads the group's offsets of a new assignment, which a
     /// task without logged stores can outrun) waits for the next call.
@@ -319,10 +320,10 @@ impl Shared {
     pub(crate) fn finish_restores(
         self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
-        queues: Option<&mut PartitionQueues>,
+        split: &mut dyn FnMut(&Task),
     ) -> Result<()> {
         let mut waiting = Vec::new();
-        let taken = self.take_in_restored(consumer, queues, &mut waiting);
+        let taken = self.take_in_restored(consumer, split, &mut waiting);
         let mut restorer = self.restorer.lock();
         for (partition, restoring, task) in waiting {
             restorer.put_back(partition, restoring, task);
@@ -334,7 +335,7 @@ impl Shared {
     fn take_in_restored(
         self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
-        mut queues: Option<&mut PartitionQueues>,
+        split: &mut dyn FnMut(&Task),
         waiting: &mut Vec<(u32, Restoring, Task)>,
     ) -> Result<()> {
         loop {
@@ -379,12 +380,9 @@ impl Shared {
                     continue;
                 }
             };
-            if let Some(queues) = queues.as_deref_mut() {
-                // Before the resume (the partitions are paused, so nothing is fetched from the
-                // position yet): every record from the position on reaches the task's own
-                // queues, none the consumer's.
-                queues.split(consumer, &self.inputs, &task);
-            }
+            // Before the resume (the partitions are paused, so nothing is fetched from the
+            // position yet): every record from the position on can reach the task's own queues.
+            split(&task);
             let started = task.next_offset.clone();
             task.start_at(started);
             consumer

@@ -50,7 +50,6 @@
 mod app;
 mod client_config;
 mod config;
-mod context;
 mod endpoint;
 mod group;
 pub mod handlers;
@@ -58,6 +57,7 @@ mod lifecycle;
 mod members;
 mod outputs;
 mod partitioner;
+mod processor;
 pub mod queries;
 mod restorer;
 mod standby;
@@ -67,13 +67,13 @@ mod topics;
 pub use app::{Application, ProcessorPool};
 pub use config::StoreKind;
 pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
-pub use context::{Processor, ProcessorContext, TaskContext};
 pub use handlers::{
     ErrorAction, ErrorHandler, FailedRecord, Failure, FailureStage, UncaughtErrorPolicy,
 };
 pub use lifecycle::{AppState, StateListener};
 pub use outputs::{OutputRecord, ProductionErrorPolicy};
 pub use partitioner::{KeyPartitioner, murmur2};
+pub use processor::{Processor, ProcessorContext, TaskContext};
 pub use queries::{
     InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
     ReadSource, Staleness,

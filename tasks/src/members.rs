@@ -165,6 +165,34 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The tasks the member that is client `me` keeps a standby copy of; `members` sorted by
+/// member id.
+pub(crate) fn standby_tasks(members: &[Member], me: &str, replicas: u32) -> BTreeSet<u32> {
+    let Some(my_index) = members.iter().position(|m| m.is(me)) else {
+        return BTreeSet::new();
+    };
+    let mut mine = BTreeSet::new();
+    for (owner, member) in members.iter().enumerate() {
+        if standby_members(members.len(), owner, replicas).any(|index| index == my_index) {
+            mine.extend(member.partitions.iter().copied());
+        }
+    }
+    mine
+}
+
+/// The indexes, among `count` members sorted by member id, of the members that keep standby
+/// copies of the tasks of member `owner`: the `replicas` that follow it, wrapping around,
+/// never the owner itself. Queries name the same members (see the `queries` module).
+pub(crate) fn standby_members(
+    count: usize,
+    owner: usize,
+    replicas: u32,
+) -> impl Iterator<Item = usize> {
+    (1..count)
+        .map(move |step| (owner + step) % count)
+        .take(usize::try_from(replicas).unwrap_or(usize::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +260,31 @@ mod tests {
             let _ = decode_assignment(&bytes[..cut], "in");
         }
         assert_eq!(decode_assignment(&[0, 1, 0, 0, 0, 9], "in"), None);
+    }
+
+    fn placed_member(id: &str, partitions: &[u32]) -> Member {
+        Member {
+            id: format!("{id}-uuid"),
+            client_id: String::new(),
+            partitions: partitions.iter().copied().collect(),
+        }
+    }
+
+    #[test]
+    fn standbys_follow_the_owner_and_never_land_on_it() {
+        let members = [
+            placed_member("a", &[0, 1]),
+            placed_member("b", &[2]),
+            placed_member("c", &[3]),
+        ];
+        assert_eq!(standby_tasks(&members, "a", 1), BTreeSet::from([3]));
+        assert_eq!(standby_tasks(&members, "b", 1), BTreeSet::from([0, 1]));
+        assert_eq!(standby_tasks(&members, "c", 1), BTreeSet::from([2]));
+        assert_eq!(standby_tasks(&members, "a", 2), BTreeSet::from([2, 3]));
+        // More replicas than other members: each other member once, never the owner.
+        assert_eq!(standby_tasks(&members, "a", 5), BTreeSet::from([2, 3]));
+        let alone = [placed_member("a", &[0, 1, 2, 3])];
+        assert!(standby_tasks(&alone, "a", 1).is_empty());
+        assert!(standby_tasks(&members, "stranger", 1).is_empty());
     }
 }

@@ -55,7 +55,6 @@ pub use self::local::LocalRange;
 pub use self::state::InstanceMetadata;
 use self::state::current;
 pub(crate) use self::state::{QueryState, StandbyView, describes_group};
-use crate::group::Shared;
 use crate::partitioner::KeyPartitioner;
 
 /// The oldest description of the group that metadata is answered from: five times the
@@ -157,7 +156,7 @@ pub struct LocalRead {
 /// Interactive queries on a running [`Application`](crate::Application) (see the module docs).
 #[derive(Clone)]
 pub struct Queries {
-    shared: Weak<Shared>,
+    state: Weak<QueryState>,
 }
 
 impl std::fmt::Debug for Queries {
@@ -167,16 +166,16 @@ impl std::fmt::Debug for Queries {
 }
 
 impl Queries {
-    pub(crate) fn new(shared: &Arc<Shared>) -> Queries {
+    pub(crate) fn new(state: &Arc<QueryState>) -> Queries {
         Queries {
-            shared: Arc::downgrade(shared),
+            state: Arc::downgrade(state),
         }
     }
 
-    pub(crate) fn shared(&self) -> Result<Arc<Shared>, QueryError> {
-        self.shared
+    pub(crate) fn shared(&self) -> Result<Arc<QueryState>, QueryError> {
+        self.state
             .upgrade()
-            .filter(|shared| !shared.queries.is_closed())
+            .filter(|state| !state.is_closed())
             .ok_or(QueryError::Closed)
     }
 
@@ -244,7 +243,7 @@ impl Queries {
     fn instances(&self) -> Result<Arc<Vec<InstanceMetadata>>, QueryError> {
         let shared = self.shared()?;
         let rebalances = shared.rebalances.load(std::sync::atomic::Ordering::Relaxed);
-        let group = shared.queries.group.read();
+        let group = shared.group.read();
         current(&group, rebalances, describes_group(&shared.config))
     }
 
@@ -269,9 +268,7 @@ mod tests {
     fn a_handle_is_shared_across_threads() {
         fn shareable<T: Send + Sync + Clone + 'static>() {}
         shareable::<Queries>();
-        let handle = Queries {
-            shared: Weak::new(),
-        };
+        let handle = Queries { state: Weak::new() };
         assert!(matches!(handle.partition_of(b"k"), Err(QueryError::Closed)));
         assert!(matches!(handle.all_metadata(), Err(QueryError::Closed)));
     }

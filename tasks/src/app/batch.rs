@@ -24,13 +24,14 @@ use statestore_changelog::TaskId;
 use std::sync::Arc;
 use store_api::{Error, Result};
 
+use super::processing::{locate, process_record, punctuate_task_wall_clock};
 use super::{
     Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks, past_whole_ms, revive_if_outputs_lost,
 };
-use crate::context::{Processor, locate, process_record, punctuate_task_wall_clock};
 use crate::group::{GroupContext, Shared};
 use crate::handlers::{Failure, FailureStage, guarded};
 use crate::outputs::Output;
+use crate::processor::Processor;
 use crate::state::punctuation::wall_clock_ms;
 use crate::state::task::Task;
 
@@ -190,9 +191,14 @@ impl Application {
         if self.closed {
             return Err(Error::Closed);
         }
-        let split = self.shared.config.stream_threads > 1;
-        self.shared
-            .finish_restores(&self.consumer, split.then_some(&mut self.queues))?;
+        let threaded = self.shared.config.stream_threads > 1;
+        let (consumer, queues) = (&self.consumer, &mut self.queues);
+        let inputs = &self.shared.inputs;
+        self.shared.finish_restores(consumer, &mut |task| {
+            if threaded {
+                queues.split(consumer, inputs, task);
+            }
+        })?;
         self.queues.follow(&self.shared.tasks.lock());
         let batch = poll_batch(&self.consumer, &self.queues, &self.shared, timeout);
         if let Some(err) = self.shared.error.lock().take() {

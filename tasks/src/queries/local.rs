@@ -143,7 +143,7 @@ impl Queries {
         if from == ReadFrom::Active {
             return Err(not_local);
         }
-        let copy = shared.queries.standbys.lock().get(&partition).cloned();
+        let copy = shared.standbys.lock().get(&partition).cloned();
         let Some(copy) = copy else {
             return Err(not_local);
         };
@@ -199,7 +199,7 @@ impl Queries {
         if from == ReadFrom::Active {
             return Err(not_local);
         }
-        let view = shared.queries.standbys.lock().get(&partition).cloned();
+        let view = shared.standbys.lock().get(&partition).cloned();
         let Some(view) = view else {
             return Err(not_local);
         };

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
@@ -13,8 +13,9 @@ use store_api::KeyValueStore;
 use crate::config::TasksConfig;
 use crate::endpoint;
 use crate::members::GroupView;
+use crate::members::standby_members;
 use crate::queries::{MAX_VIEW_AGE, QueryError};
-use crate::standby::standby_members;
+use crate::state::task::Task;
 
 /// One instance of the application as the group's coordinator last described it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,16 +59,32 @@ pub(crate) struct StandbyView {
     pub caught_up: SystemTime,
 }
 
-/// The state behind [`Queries`](crate::Queries), kept in the application's shared state.
+/// What [`Queries`](crate::Queries) read, and all they read: the configuration, the active
+/// tasks (shared with the runtime), the standby copies' read handles and the group's
+/// description the runtime publishes, and how many rebalances it has seen.
 pub(crate) struct QueryState {
+    pub config: TasksConfig,
+    /// The number of tasks.
+    pub partitions: u32,
+    pub tasks: Arc<Mutex<BTreeMap<u32, Task>>>,
+    pub rebalances: Arc<AtomicU64>,
     pub group: RwLock<GroupState>,
     pub standbys: Mutex<BTreeMap<u32, StandbyView>>,
     closed: AtomicBool,
 }
 
 impl QueryState {
-    pub fn new() -> QueryState {
+    pub fn new(
+        config: TasksConfig,
+        partitions: u32,
+        tasks: Arc<Mutex<BTreeMap<u32, Task>>>,
+        rebalances: Arc<AtomicU64>,
+    ) -> QueryState {
         QueryState {
+            config,
+            partitions,
+            tasks,
+            rebalances,
             group: RwLock::new(GroupState::Unknown),
             standbys: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),

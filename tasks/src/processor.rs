@@ -1,4 +1,4 @@
-//! What a processor sees: [`TaskContext`] (a task's stores, outputs, stream time and
+//! What user code sees: [`TaskContext`] (a task's stores, outputs, stream time and
 //! punctuators) and [`ProcessorContext`] (one input record and its task), and the
 //! [`Processor`] the application drives.
 
@@ -11,11 +11,9 @@ use statestore_changelog::TaskId;
 use statestore_operator_stores::{KeyCodec, ValueCodec};
 use store_api::{Error, Result};
 
-use crate::group::Shared;
-use crate::handlers::{FailedRecord, Failure, FailureStage, guarded};
 use crate::outputs::{Output, OutputRecord};
 use crate::state::kv::TaskStore;
-use crate::state::punctuation::{Punctuation, PunctuationType, PunctuatorId, wall_clock_ms};
+use crate::state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
 use crate::state::stores::{StoreHandle, StoreType, StoreView};
 use crate::state::task::Task;
 
@@ -198,6 +196,30 @@ pub struct ProcessorContext<'a> {
     undecodable: Cell<bool>,
 }
 
+impl<'a> ProcessorContext<'a> {
+    /// The context of `message`, a record at `offset` of `partition`, for `task`'s processor.
+    pub(crate) fn new(
+        task: TaskContext<'a>,
+        message: &'a BorrowedMessage<'a>,
+        offset: u64,
+        partition: u32,
+    ) -> Self {
+        ProcessorContext {
+            task,
+            message,
+            offset,
+            partition,
+            undecodable: Cell::new(false),
+        }
+    }
+
+    /// Whether [`key_as`](ProcessorContext::key_as) or
+    /// [`value_as`](ProcessorContext::value_as) failed in this call.
+    pub(crate) fn undecodable(&self) -> bool {
+        self.undecodable.get()
+    }
+}
+
 impl<'a> Deref for ProcessorContext<'a> {
     type Target = TaskContext<'a>;
 
@@ -285,216 +307,4 @@ impl ProcessorContext<'_> {
             .last()
             .and_then(|(_, value)| value)
     }
-}
-
-/// The partition, input topic index and offset of `message`, when it is a record of an
-/// input topic.
-pub(crate) fn locate(shared: &Shared, message: &BorrowedMessage<'_>) -> Option<(u32, usize, u64)> {
-    Some((
-        u32::try_from(message.partition()).ok()?,
-        shared.topic_index(message.topic())?,
-        u64::try_from(message.offset()).ok()?,
-    ))
-}
-
-/// What a call of user code ends with: `Err` is a failure, for the error handler.
-pub(crate) type Called<T> = std::result::Result<T, Box<Failure>>;
-
-/// A failure of `task`'s processor at `stage`.
-fn failure(
-    task: &Task,
-    stage: FailureStage,
-    record: Option<(FailedRecord, usize)>,
-    (error, panicked): (Error, bool),
-) -> Box<Failure> {
-    let (record, topic_index) = match record {
-        Some((record, topic)) => (Some(record), Some(topic)),
-        None => (None, None),
-    };
-    Box::new(Failure {
-        task: task.id,
-        stage,
-        record,
-        error,
-        panicked,
-        topic_index,
-    })
-}
-
-/// Hands `message` to `processor` with its task, unless the task already processed it, then
-/// calls the task's stream-time punctuators that came due. Returns whether it was processed,
-/// and whether a store of its task needs a commit now.
-pub(crate) fn process_message<P: Processor + ?Sized>(
-    shared: &Shared,
-    message: &BorrowedMessage<'_>,
-    outputs: &mut Vec<Output>,
-    processor: &mut P,
-) -> Called<(bool, bool)> {
-    let Some((partition, topic, offset)) = locate(shared, message) else {
-        return Ok((false, false));
-    };
-    let mut tasks = shared.tasks.lock();
-    let Some(task) = tasks.get_mut(&partition) else {
-        // A record fetched before its partition was revoked.
-        return Ok((false, false));
-    };
-    process_record(
-        task,
-        (partition, topic, offset),
-        message,
-        outputs,
-        processor,
-    )
-}
-
-/// [`process_message`] for a record of `task` found at `(partition, topic, offset)`. A call
-/// of the processor that fails or panics leaves the task poisoned, and drops the outputs it
-/// sent; a poisoned task processes nothing until it is rewound. A record the error handler
-/// said to skip is passed over.
-pub(crate) fn process_record<P: Processor + ?Sized>(
-    task: &mut Task,
-    (partition, topic, offset): (u32, usize, u64),
-    message: &BorrowedMessage<'_>,
-    outputs: &mut Vec<Output>,
-    processor: &mut P,
-) -> Called<(bool, bool)> {
-    if task.poisoned || task.next_offset[topic].is_some_and(|next| offset < next) {
-        return Ok((false, false));
-    }
-    init_task(task, outputs, processor)?;
-    if task.skips(topic, offset) {
-        task.next_offset[topic] = Some(offset + 1);
-        return Ok((false, task.needs_commit()));
-    }
-    task.replay_record(topic, offset);
-    if let Some(timestamp) = message.timestamp().to_millis() {
-        task.advance_stream_time(timestamp);
-    }
-    let sent = outputs.len();
-    task.begin_call();
-    let mut context = ProcessorContext {
-        task: TaskContext::new(task, outputs),
-        message,
-        offset,
-        partition,
-        undecodable: Cell::new(false),
-    };
-    let called = guarded(|| processor.process(&mut context));
-    let undecodable = context.undecodable.get();
-    if let Err(failed) = called {
-        outputs.truncate(sent);
-        let stage = if undecodable {
-            FailureStage::Deserialization
-        } else {
-            FailureStage::Processing
-        };
-        let record = FailedRecord::of(message, partition, offset);
-        return Err(failure(task, stage, Some((record, topic)), failed));
-    }
-    task.finish_call();
-    task.next_offset[topic] = Some(offset + 1);
-    task.metrics.records.increment(1);
-    if let Some(now) = task.stream_time {
-        punctuate(task, outputs, processor, PunctuationType::StreamTime, now)?;
-    }
-    Ok((true, task.needs_commit()))
-}
-
-/// Calls `processor.init` for a task that has not started processing here yet (or whose
-/// `init` failed).
-pub(crate) fn init_task<P: Processor + ?Sized>(
-    task: &mut Task,
-    outputs: &mut Vec<Output>,
-    processor: &mut P,
-) -> Called<()> {
-    if task.initialized {
-        return Ok(());
-    }
-    task.replay_between_records();
-    let sent = outputs.len();
-    task.begin_call();
-    let called = guarded(|| processor.init(&mut TaskContext::new(task, outputs)));
-    if let Err(failed) = called {
-        outputs.truncate(sent);
-        return Err(failure(task, FailureStage::Initialization, None, failed));
-    }
-    task.finish_call();
-    task.initialized = true;
-    Ok(())
-}
-
-/// Calls every punctuator of `kind` of `task` due at `time`.
-pub(crate) fn punctuate<P: Processor + ?Sized>(
-    task: &mut Task,
-    outputs: &mut Vec<Output>,
-    processor: &mut P,
-    kind: PunctuationType,
-    time: i64,
-) -> Called<()> {
-    if !task.punctuators.borrow().any(kind) {
-        return Ok(());
-    }
-    task.replay_between_records();
-    loop {
-        let due = task.punctuators.borrow_mut().take_due(kind, time);
-        let Some((id, name)) = due else {
-            return Ok(());
-        };
-        let punctuation = Punctuation {
-            id,
-            name: &name,
-            kind,
-            time,
-        };
-        let started = std::time::Instant::now();
-        let sent = outputs.len();
-        task.begin_call();
-        let called =
-            guarded(|| processor.punctuate(&mut TaskContext::new(task, outputs), &punctuation));
-        task.metrics
-            .punctuate_seconds
-            .record(started.elapsed().as_secs_f64());
-        task.punctuated = true;
-        if let Err(failed) = called {
-            outputs.truncate(sent);
-            return Err(failure(task, FailureStage::Punctuation, None, failed));
-        }
-        task.finish_call();
-    }
-}
-
-/// Initialises the tasks that have not started and calls the wall-clock punctuators that came
-/// due, for every task of the instance.
-pub(crate) fn punctuate_wall_clock<P: Processor + ?Sized>(
-    shared: &Shared,
-    outputs: &mut Vec<Output>,
-    processor: &mut P,
-) -> Called<()> {
-    let now = wall_clock_ms();
-    let mut tasks = shared.tasks.lock();
-    for task in tasks.values_mut() {
-        punctuate_task_wall_clock(task, outputs, processor, now)?;
-    }
-    Ok(())
-}
-
-/// Initialises `task` if it has not started and calls its wall-clock punctuators due at `now`;
-/// nothing for a task whose processor failed.
-pub(crate) fn punctuate_task_wall_clock<P: Processor + ?Sized>(
-    task: &mut Task,
-    outputs: &mut Vec<Output>,
-    processor: &mut P,
-    now: i64,
-) -> Called<()> {
-    if task.poisoned {
-        return Ok(());
-    }
-    init_task(task, outputs, processor)?;
-    punctuate(
-        task,
-        outputs,
-        processor,
-        PunctuationType::WallClockTime,
-        now,
-    )
 }

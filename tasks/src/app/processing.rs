@@ -1,0 +1,220 @@
+//! Calls of user code on a task's behalf: a record, `init`, the punctuators. Each call runs
+//! behind `catch_unwind` (see the `handlers` module): a call that fails or panics leaves its
+//! task poisoned (never committed until rewound) and drops the outputs it sent.
+
+use rdkafka::message::{BorrowedMessage, Message};
+use store_api::Error;
+
+use crate::group::Shared;
+use crate::handlers::{FailedRecord, Failure, FailureStage, guarded};
+use crate::outputs::Output;
+use crate::processor::{Processor, ProcessorContext, TaskContext};
+use crate::state::punctuation::{Punctuation, PunctuationType, wall_clock_ms};
+use crate::state::task::Task;
+
+/// The partition, input topic index and offset of `message`, when it is a record of an
+/// input topic.
+pub(crate) fn locate(shared: &Shared, message: &BorrowedMessage<'_>) -> Option<(u32, usize, u64)> {
+    Some((
+        u32::try_from(message.partition()).ok()?,
+        shared.topic_index(message.topic())?,
+        u64::try_from(message.offset()).ok()?,
+    ))
+}
+
+/// What a call of user code ends with: `Err` is a failure, for the error handler.
+pub(crate) type Called<T> = std::result::Result<T, Box<Failure>>;
+
+/// A failure of `task`'s processor at `stage`.
+fn failure(
+    task: &Task,
+    stage: FailureStage,
+    record: Option<(FailedRecord, usize)>,
+    (error, panicked): (Error, bool),
+) -> Box<Failure> {
+    let (record, topic_index) = match record {
+        Some((record, topic)) => (Some(record), Some(topic)),
+        None => (None, None),
+    };
+    Box::new(Failure {
+        task: task.id,
+        stage,
+        record,
+        error,
+        panicked,
+        topic_index,
+    })
+}
+
+/// Hands `message` to `processor` with its task, unless the task already processed it, then
+/// calls the task's stream-time punctuators that came due. Returns whether it was processed,
+/// and whether a store of its task needs a commit now.
+pub(crate) fn process_message<P: Processor + ?Sized>(
+    shared: &Shared,
+    message: &BorrowedMessage<'_>,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Called<(bool, bool)> {
+    let Some((partition, topic, offset)) = locate(shared, message) else {
+        return Ok((false, false));
+    };
+    let mut tasks = shared.tasks.lock();
+    let Some(task) = tasks.get_mut(&partition) else {
+        // A record fetched before its partition was revoked.
+        return Ok((false, false));
+    };
+    process_record(
+        task,
+        (partition, topic, offset),
+        message,
+        outputs,
+        processor,
+    )
+}
+
+/// [`process_message`] for a record of `task` found at `(partition, topic, offset)`. A call
+/// of the processor that fails or panics leaves the task poisoned, and drops the outputs it
+/// sent; a poisoned task processes nothing until it is rewound. A record the error handler
+/// said to skip is passed over.
+pub(crate) fn process_record<P: Processor + ?Sized>(
+    task: &mut Task,
+    (partition, topic, offset): (u32, usize, u64),
+    message: &BorrowedMessage<'_>,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Called<(bool, bool)> {
+    if task.poisoned || task.next_offset[topic].is_some_and(|next| offset < next) {
+        return Ok((false, false));
+    }
+    init_task(task, outputs, processor)?;
+    if task.skips(topic, offset) {
+        task.next_offset[topic] = Some(offset + 1);
+        return Ok((false, task.needs_commit()));
+    }
+    task.replay_record(topic, offset);
+    if let Some(timestamp) = message.timestamp().to_millis() {
+        task.advance_stream_time(timestamp);
+    }
+    let sent = outputs.len();
+    task.begin_call();
+    let mut context =
+        ProcessorContext::new(TaskContext::new(task, outputs), message, offset, partition);
+    let called = guarded(|| processor.process(&mut context));
+    let undecodable = context.undecodable();
+    if let Err(failed) = called {
+        outputs.truncate(sent);
+        let stage = if undecodable {
+            FailureStage::Deserialization
+        } else {
+            FailureStage::Processing
+        };
+        let record = FailedRecord::of(message, partition, offset);
+        return Err(failure(task, stage, Some((record, topic)), failed));
+    }
+    task.finish_call();
+    task.next_offset[topic] = Some(offset + 1);
+    task.metrics.records.increment(1);
+    if let Some(now) = task.stream_time {
+        punctuate(task, outputs, processor, PunctuationType::StreamTime, now)?;
+    }
+    Ok((true, task.needs_commit()))
+}
+
+/// Calls `processor.init` for a task that has not started processing here yet (or whose
+/// `init` failed).
+pub(crate) fn init_task<P: Processor + ?Sized>(
+    task: &mut Task,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Called<()> {
+    if task.initialized {
+        return Ok(());
+    }
+    task.replay_between_records();
+    let sent = outputs.len();
+    task.begin_call();
+    let called = guarded(|| processor.init(&mut TaskContext::new(task, outputs)));
+    if let Err(failed) = called {
+        outputs.truncate(sent);
+        return Err(failure(task, FailureStage::Initialization, None, failed));
+    }
+    task.finish_call();
+    task.initialized = true;
+    Ok(())
+}
+
+/// Calls every punctuator of `kind` of `task` due at `time`.
+pub(crate) fn punctuate<P: Processor + ?Sized>(
+    task: &mut Task,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+    kind: PunctuationType,
+    time: i64,
+) -> Called<()> {
+    if !task.punctuators.borrow().any(kind) {
+        return Ok(());
+    }
+    task.replay_between_records();
+    loop {
+        let due = task.punctuators.borrow_mut().take_due(kind, time);
+        let Some((id, name)) = due else {
+            return Ok(());
+        };
+        let punctuation = Punctuation {
+            id,
+            name: &name,
+            kind,
+            time,
+        };
+        let started = std::time::Instant::now();
+        let sent = outputs.len();
+        task.begin_call();
+        let called =
+            guarded(|| processor.punctuate(&mut TaskContext::new(task, outputs), &punctuation));
+        task.metrics
+            .punctuate_seconds
+            .record(started.elapsed().as_secs_f64());
+        task.punctuated = true;
+        if let Err(failed) = called {
+            outputs.truncate(sent);
+            return Err(failure(task, FailureStage::Punctuation, None, failed));
+        }
+        task.finish_call();
+    }
+}
+
+/// Initialises the tasks that have not started and calls the wall-clock punctuators that came
+/// due, for every task of the instance.
+pub(crate) fn punctuate_wall_clock<P: Processor + ?Sized>(
+    shared: &Shared,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+) -> Called<()> {
+    let now = wall_clock_ms();
+    let mut tasks = shared.tasks.lock();
+    for task in tasks.values_mut() {
+        punctuate_task_wall_clock(task, outputs, processor, now)?;
+    }
+    Ok(())
+}
+
+/// Initialises `task` if it has not started and calls its wall-clock punctuators due at `now`;
+/// nothing for a task whose processor failed.
+pub(crate) fn punctuate_task_wall_clock<P: Processor + ?Sized>(
+    task: &mut Task,
+    outputs: &mut Vec<Output>,
+    processor: &mut P,
+    now: i64,
+) -> Called<()> {
+    if task.poisoned {
+        return Ok(());
+    }
+    init_task(task, outputs, processor)?;
+    punctuate(
+        task,
+        outputs,
+        processor,
+        PunctuationType::WallClockTime,
+        now,
+    )
+}
