@@ -107,7 +107,7 @@ impl StoreSpec {
 }
 
 /// What a store of every task holds. Typed and timestamped stores are views of a key-value
-/// store ([`StoreHandle<TypedStore<..>>`](StoreHandle)), so they are declared as `key-value`.
+/// store ([`StoreHandle<TypedStore<..>>`](crate::StoreHandle)), so they are declared as `key-value`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum StoreKind {
@@ -115,12 +115,12 @@ pub enum StoreKind {
     #[default]
     KeyValue,
     /// A key-value store bounded to `capacity` entries, evicting the least recently used
-    /// ([`LruStore`]); evictions are logged deletes.
+    /// ([`LruStore`](statestore_operator_stores::LruStore)); evictions are logged deletes.
     Lru {
         /// The most entries it keeps, at least 1.
         capacity: usize,
     },
-    /// A window store ([`WindowStore`]).
+    /// A window store ([`WindowStore`](statestore_operator_stores::window::WindowStore)).
     Window {
         /// How long a window is kept after the stream time passes its start, in milliseconds.
         retention_ms: i64,
@@ -132,7 +132,7 @@ pub enum StoreKind {
         #[serde(default)]
         retain_duplicates: bool,
     },
-    /// A session store ([`SessionStore`]).
+    /// A session store ([`SessionStore`](statestore_operator_stores::session::SessionStore)).
     Session {
         /// How long a session is kept after the stream time passes its end, in milliseconds.
         retention_ms: i64,
@@ -140,7 +140,8 @@ pub enum StoreKind {
         #[serde(default)]
         segment_interval_ms: Option<i64>,
     },
-    /// A versioned key-value store ([`VersionedStore`], Kafka Streams' KIP-889).
+    /// A versioned key-value store
+    /// ([`VersionedStore`](statestore_operator_stores::versioned::VersionedStore), Kafka Streams' KIP-889).
     Versioned {
         /// How long older versions are kept behind the stream time, in milliseconds.
         history_retention_ms: i64,
