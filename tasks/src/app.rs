@@ -261,15 +261,19 @@ impl Application {
         polled
     }
 
-    /// Serves rebalances and processes at most one record with `processor`, waiting up to
-    /// `timeout` for it; starts the tasks restored meanwhile ([`Processor::init`]), calls the
-    /// punctuators that came due, and commits when the commit interval has passed. Returns
-    /// whether a record was processed.
+    /// One step of a loop the caller drives, with one processor for every task on the calling
+    /// thread: serves rebalances and processes at most one record with `processor`, waiting
+    /// up to `timeout` for it; starts the tasks restored meanwhile ([`Processor::init`]),
+    /// calls the punctuators that came due, and commits when the commit interval has passed.
+    /// Returns whether a record was processed. [`run_tasks`](Application::run_tasks) is the
+    /// usual way to run; [`poll_tasks`](Application::poll_tasks) is its step.
     ///
     /// # Errors
-    /// The first error of a rebalance (a task that could not be restored or committed), of
-    /// the processor (its task is then never committed again, see
-    /// [`close`](Application::close)), of a commit, or of the consumer.
+    /// `InvalidArgument` when [`stream_threads`](TasksConfig::stream_threads) is above 1 (one
+    /// processor cannot serve several threads: use `poll_tasks`). The first error of a
+    /// rebalance (a task that could not be restored or committed), of the processor under
+    /// the `fail` answer and `shutdown_client` (see the [`handlers`](crate::handlers) module),
+    /// of a commit, or of the consumer.
     pub fn poll<P>(&mut self, timeout: Duration, processor: &mut P) -> Result<bool>
     where
         P: Processor + ?Sized,
@@ -284,6 +288,13 @@ impl Application {
     {
         if self.closed {
             return Err(Error::Closed);
+        }
+        if self.shared.config.stream_threads > 1 {
+            return Err(Error::invalid(format!(
+                "poll runs one processor for every task on the calling thread, so it cannot \
+                 use stream_threads = {}: run with run_tasks or poll_tasks",
+                self.shared.config.stream_threads
+            )));
         }
         let polled = self.consumer.poll(past_whole_ms(timeout));
         if let Some(err) = self.shared.error.lock().take() {
@@ -355,36 +366,33 @@ impl Application {
         Ok(())
     }
 
-    /// Polls and processes every record with `process` until `stop` is set, then closes.
+    /// Processes every record with a copy of `process` per task until `stop` is set, then
+    /// closes: [`run_tasks`](Application::run_tasks) with a supplier that clones `process`.
     ///
     /// # Errors
-    /// As [`poll`](Application::poll) and [`close`](Application::close).
+    /// As [`run_tasks`](Application::run_tasks).
     pub fn run<F>(self, stop: &AtomicBool, process: F) -> Result<()>
     where
-        F: FnMut(&mut ProcessorContext<'_>) -> Result<()>,
+        F: FnMut(&mut ProcessorContext<'_>) -> Result<()> + Clone + Send + Sync,
     {
-        self.run_processor(stop, process)
+        self.run_tasks(stop, move |_| process.clone())
     }
 
-    /// As [`run`](Application::run), with a [`Processor`] that may punctuate.
+    /// As [`run`](Application::run), with a [`Processor`] that may punctuate: each task gets a
+    /// clone of `processor`, whose [`init`](Processor::init) runs before its first record.
     ///
     /// # Errors
-    /// As [`poll`](Application::poll) and [`close`](Application::close).
-    pub fn run_processor<P>(mut self, stop: &AtomicBool, mut processor: P) -> Result<()>
+    /// As [`run_tasks`](Application::run_tasks).
+    pub fn run_processor<P>(self, stop: &AtomicBool, processor: P) -> Result<()>
     where
-        P: Processor,
+        P: Processor + Clone + Send + Sync,
     {
-        while !stop.load(Ordering::Relaxed) {
-            if let Err(err) = self.poll(Duration::from_millis(100), &mut processor) {
-                let _ = self.close();
-                return Err(err);
-            }
-        }
-        self.close()
+        self.run_tasks(stop, move |_| processor.clone())
     }
 
-    /// As [`run_processor`](Application::run_processor), with one processor per task made
-    /// by `supplier` (see [`ProcessorPool`]) and the tasks processed on
+    /// Processes every record until `stop` is set, then closes: the one way an application
+    /// runs. Each task gets its own processor, made by `supplier` when the task starts here
+    /// (see [`ProcessorPool`]), and the tasks are processed on
     /// [`stream_threads`](TasksConfig::stream_threads) threads, in batches of up to
     /// [`max_poll_records`](TasksConfig::max_poll_records).
     ///

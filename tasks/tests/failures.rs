@@ -219,7 +219,7 @@ fn word_count<'a>(
 }
 
 /// Runs `config` until `done` says so (or two minutes passed) or it fails; returns how it
-/// ended. With one stream thread it runs `run`, with several `run_tasks`.
+/// ended. With one stream thread it polls with `poll`, with several it runs `run_tasks`.
 fn run_until(
     config: TasksConfig,
     processor: impl Fn(&mut ProcessorContext<'_>) -> store_api::Result<()> + Send + Sync + Clone,
@@ -236,10 +236,10 @@ fn run_until(
             }
             stop.store(true, Ordering::Relaxed);
         });
-        // One thread: `run`, which polls a record at a time; several: `run_tasks`, in
-        // batches spread over the threads.
+        // One thread: `poll`, a record at a time with one processor; several: `run_tasks`,
+        // in batches spread over the threads.
         let ended = if threads == 1 {
-            app.run(&stop, processor)
+            poll_until(app, &stop, processor)
         } else {
             app.run_tasks(&stop, |_| processor.clone())
         };
@@ -247,6 +247,21 @@ fn run_until(
         watcher.join().expect("watcher");
         ended
     })
+}
+
+/// Polls `app` with `processor` until `stop` is set or a poll fails, then closes it.
+fn poll_until(
+    mut app: Application,
+    stop: &AtomicBool,
+    mut processor: impl FnMut(&mut ProcessorContext<'_>) -> store_api::Result<()>,
+) -> store_api::Result<()> {
+    while !stop.load(Ordering::Relaxed) {
+        if let Err(err) = app.poll(Duration::from_millis(100), &mut processor) {
+            let _ = app.close();
+            return Err(err);
+        }
+    }
+    app.close()
 }
 
 /// A processor that panics in the middle of the poison record, on `threads` threads: the
@@ -414,4 +429,23 @@ fn replace_thread_starts_a_failed_task_again_from_its_last_commit() {
         "the poison record was tried {} times: twice in vain, then once more",
         failures.load(Ordering::Relaxed)
     );
+}
+
+/// `poll` drives one processor for every task on the calling thread: with several stream
+/// threads configured it says so instead of silently using one.
+#[test]
+fn poll_refuses_several_stream_threads() {
+    let Some(bootstrap) = bootstrap("poll_refuses_several_stream_threads") else {
+        return;
+    };
+    let setup = Setup::new(&bootstrap, "poll-threads", 10);
+    let mut app = Application::new(setup.config(2)).expect("application");
+    let failing = AtomicBool::new(false);
+    let mut processor = word_count(&setup.output, &failing, false);
+    let err = app
+        .poll(Duration::from_millis(10), &mut processor)
+        .expect_err("two threads");
+    assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("run_tasks"), "{err}");
+    app.close().expect("close");
 }

@@ -89,6 +89,7 @@ pub fn stores(mode: Mode, backend: &str) -> Vec<StoreSpec> {
 }
 
 /// The counts of `mode`, a window or session store.
+#[derive(Clone)]
 enum Counts {
     Windows(StoreHandle<WindowStore>, TimeWindows),
     Sessions(StoreHandle<SessionStore>, SessionWindows),
@@ -97,6 +98,7 @@ enum Counts {
 /// The processor: counts each word into its window or session, and emits what closed to
 /// `output` as `start,end,count` keyed by the word (`end` exclusive for windows, the last
 /// record's time for sessions, as in Kafka Streams).
+#[derive(Clone)]
 pub struct WindowedCounts {
     counts: Counts,
     emitted: StoreHandle<TaskKv>,
