@@ -47,32 +47,20 @@
 //! # Ok::<(), store_api::Error>(())
 //! ```
 
-mod app;
-mod client_config;
 mod config;
-mod endpoint;
 mod group;
-pub mod handlers;
-mod lifecycle;
-mod members;
-mod outputs;
-mod partitioner;
 mod processor;
 pub mod queries;
-mod restorer;
-mod standby;
+mod runtime;
 mod state;
-mod topics;
 
-pub use app::{Application, ProcessorPool};
 pub use config::StoreKind;
-pub use config::{AssignmentStrategy, StoreSpec, TasksConfig, validate_application_id};
-pub use handlers::{
-    ErrorAction, ErrorHandler, FailedRecord, Failure, FailureStage, UncaughtErrorPolicy,
+pub use config::{
+    AssignmentStrategy, ErrorAction, ProductionErrorPolicy, StoreSpec, TasksConfig,
+    UncaughtErrorPolicy, validate_application_id,
 };
-pub use lifecycle::{AppState, StateListener};
-pub use outputs::{OutputRecord, ProductionErrorPolicy};
-pub use partitioner::{KeyPartitioner, murmur2};
+pub use group::partitioner::{KeyPartitioner, murmur2};
+pub use group::topics::create_topic;
 pub use processor::{Processor, ProcessorContext, TaskContext};
 pub use queries::{
     InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,
@@ -80,12 +68,16 @@ pub use queries::{
 };
 /// The headers an [`OutputRecord`] carries (rdkafka's), and the trait that reads them.
 pub use rdkafka::message::{Headers, OwnedHeaders};
+pub use runtime::handlers;
+pub use runtime::handlers::{ErrorHandler, FailedRecord, Failure, FailureStage};
+pub use runtime::lifecycle::{AppState, StateListener};
+pub use runtime::outputs::OutputRecord;
+pub use runtime::{Application, ProcessorPool};
 pub use state::kv::{TaskKv, TaskStore};
 pub use state::metrics;
 pub use state::position::{POSITION_KEY, decode_task_position};
 pub use state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
 pub use state::stores::{OpenStore, StoreHandle, StoreType};
-pub use topics::create_topic;
 
 use statestore_changelog::{RestoreOutcome, TaskId};
 

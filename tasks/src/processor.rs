@@ -11,7 +11,7 @@ use statestore_changelog::TaskId;
 use statestore_operator_stores::{KeyCodec, ValueCodec};
 use store_api::{Error, Result};
 
-use crate::outputs::{Output, OutputRecord};
+use crate::runtime::outputs::{Output, OutputRecord};
 use crate::state::kv::TaskStore;
 use crate::state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
 use crate::state::stores::{StoreHandle, StoreType, StoreView};

@@ -55,7 +55,7 @@ pub use self::local::LocalRange;
 pub use self::state::InstanceMetadata;
 use self::state::current;
 pub(crate) use self::state::{QueryState, StandbyView, describes_group};
-use crate::partitioner::KeyPartitioner;
+use crate::group::partitioner::KeyPartitioner;
 
 /// The oldest description of the group that metadata is answered from: five times the
 /// one-second interval at which the poll loop reads it.

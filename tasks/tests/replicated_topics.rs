@@ -60,17 +60,24 @@ fn min_insync(bootstrap: &str, topic: &str) -> String {
         .create()
         .expect("admin client");
     let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
-    let resources = block_on(
-        admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options),
-        TIMEOUT,
-    )
-    .expect("describe_configs answered in time")
-    .expect("describe_configs");
-    let resource = resources
-        .into_iter()
-        .next()
-        .expect("one resource")
-        .expect("the topic's configs");
+    // A topic created moments before may not be in the answering broker's metadata yet.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let resource = loop {
+        let resources = block_on(
+            admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options),
+            TIMEOUT,
+        )
+        .expect("describe_configs answered in time")
+        .expect("describe_configs");
+        match resources.into_iter().next().expect("one resource") {
+            Ok(resource) => break resource,
+            Err(err) if std::time::Instant::now() < deadline => {
+                eprintln!("describing {topic}: {err}; asking again");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(err) => panic!("the configs of {topic}: {err}"),
+        }
+    };
     let entry = resource
         .get("min.insync.replicas")
         .expect("min.insync.replicas");

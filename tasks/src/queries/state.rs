@@ -11,9 +11,9 @@ use parking_lot::{Mutex, RwLock};
 use store_api::KeyValueStore;
 
 use crate::config::TasksConfig;
-use crate::endpoint;
-use crate::members::GroupView;
-use crate::members::standby_members;
+use crate::group::endpoint;
+use crate::group::members::GroupView;
+use crate::group::members::standby_members;
 use crate::queries::{MAX_VIEW_AGE, QueryError};
 use crate::state::task::Task;
 
@@ -188,7 +188,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::members::Member;
+    use crate::group::members::Member;
 
     #[test]
     fn instances_carry_endpoints_tasks_and_standbys() {

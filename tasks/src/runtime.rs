@@ -1,8 +1,17 @@
-//! [`Application`]: one instance of a partitioned application, and its processing loop.
+//! The runtime: [`Application`], one instance of a partitioned application, and what it runs
+//! on: the state the poll loop and the rebalance callbacks share ([`shared`]), the restorer,
+//! the standby copies, the outputs, the calls of user code and what answers their failures,
+//! and the application's state.
 
 mod batch;
 mod failures;
+pub mod handlers;
+pub(crate) mod lifecycle;
+pub(crate) mod outputs;
 mod processing;
+pub(crate) mod restorer;
+pub(crate) mod shared;
+pub(crate) mod standby;
 mod standbys;
 
 pub use batch::ProcessorPool;
@@ -19,19 +28,19 @@ use statestore_changelog::{
 };
 use store_api::{Error, ErrorKind, Result};
 
-use crate::client_config::{consumer_config, unique_client_id};
 use crate::config::TasksConfig;
-use crate::group::{GroupContext, Shared, commit_group};
-use crate::handlers::{ConfiguredHandler, ErrorHandler, Failure};
-use crate::lifecycle::{AppState, StateListener};
-use crate::members;
-use crate::members::standby_tasks;
-use crate::outputs::Outputs;
+use crate::group::client_config::{consumer_config, unique_client_id};
+use crate::group::members;
+use crate::group::members::standby_tasks;
+use crate::group::topics::{self, convert};
 use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
-use crate::restorer::Restorer;
-use crate::standby::{Standby, Standbys};
-use crate::topics::{self, convert};
+use crate::runtime::handlers::{ConfiguredHandler, ErrorHandler, Failure};
+use crate::runtime::lifecycle::{AppState, StateListener};
+use crate::runtime::outputs::Outputs;
+use crate::runtime::restorer::Restorer;
+use crate::runtime::shared::{GroupContext, Shared, commit_group};
+use crate::runtime::standby::{Standby, Standbys};
 use crate::{TaskEvent, TaskEventKind};
 use processing::{process_message, punctuate_wall_clock};
 
@@ -101,7 +110,7 @@ impl Application {
     ) -> Result<Application> {
         config.validate()?;
         if let Some(endpoint) = &config.application_server {
-            crate::endpoint::validate(endpoint)?;
+            crate::group::endpoint::validate(endpoint)?;
         }
         let inputs = config.input_topics.clone();
         let state = StateDirectory::open(&config.state_dir, &config.application_id)?;
@@ -126,7 +135,7 @@ impl Application {
             tasks,
             error: Mutex::new(None),
             events: Mutex::new(std::collections::VecDeque::new()),
-            lifecycle: crate::lifecycle::Lifecycle::new(),
+            lifecycle: crate::runtime::lifecycle::Lifecycle::new(),
             listener: Mutex::new(listener),
             standbys: Mutex::new(Standbys::new()),
             client_id: unique_client_id(

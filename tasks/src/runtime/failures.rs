@@ -6,12 +6,11 @@ use rdkafka::Offset;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use store_api::Result;
 
-use crate::group::{GroupContext, Shared, partition_id, still_assigned};
-use crate::handlers::{
-    ErrorAction, ErrorHandler, Failure, UncaughtErrorPolicy, dead_letter_headers, decide,
-};
-use crate::outputs::OutputRecord;
-use crate::topics::convert;
+use crate::config::{ErrorAction, UncaughtErrorPolicy};
+use crate::group::topics::convert;
+use crate::runtime::handlers::{ErrorHandler, Failure, dead_letter_headers, decide};
+use crate::runtime::outputs::OutputRecord;
+use crate::runtime::shared::{GroupContext, Shared, partition_id, still_assigned};
 
 /// Answers `failure` with `handler`'s action: a skip (with its dead letter) or a
 /// `replace_thread` rewinds the failed task to its last commit and seeks its input partitions

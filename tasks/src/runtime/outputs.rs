@@ -9,28 +9,11 @@
 use std::sync::Arc;
 
 use rdkafka::message::{Header, OwnedHeaders};
-use serde::{Deserialize, Serialize};
 use statestore_changelog::{Deliveries, KafkaClients, SendRecord};
 use store_api::{Error, ErrorKind, Result};
 
-use crate::partitioner::KeyPartitioner;
-
-/// What a task does with an output record the brokers did not acknowledge (refused as too
-/// large, no such topic, not authorised, timed out).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProductionErrorPolicy {
-    /// Stop: the commit fails, nothing of the tasks is committed past the record, and
-    /// [`poll`](crate::Application::poll) returns the error; closing the application then
-    /// closes its tasks without committing, so whoever runs them next processes the record
-    /// again. Kafka Streams' default (`DefaultProductionExceptionHandler`: FAIL).
-    #[default]
-    Fail,
-    /// Log the failure, count it
-    /// ([`Application::dropped_outputs`](crate::Application::dropped_outputs)) and commit as if the record had been delivered:
-    /// the output is lost (Kafka Streams' CONTINUE).
-    Continue,
-}
+use crate::config::ProductionErrorPolicy;
+use crate::group::partitioner::KeyPartitioner;
 
 /// A record a processor sends to an output topic with
 /// [`send_record`](crate::TaskContext::send_record): a topic, and optionally a key, a value,

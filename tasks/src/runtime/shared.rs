@@ -20,12 +20,12 @@ use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId
 use store_api::{Error, ErrorKind, Result};
 
 use crate::config::TasksConfig;
-use crate::outputs::Outputs;
+use crate::group::topics::convert;
 use crate::queries::QueryState;
-use crate::restorer::{Restored, Restorer, Restoring};
-use crate::standby::Standbys;
+use crate::runtime::outputs::Outputs;
+use crate::runtime::restorer::{Restored, Restorer, Restoring};
+use crate::runtime::standby::Standbys;
 use crate::state::task::Task;
-use crate::topics::convert;
 use crate::{TaskEvent, TaskEventKind};
 use statestore_changelog::kafka_util::retry;
 
@@ -46,7 +46,7 @@ pub(crate) struct Shared {
     /// The task events not taken yet, the latest [`MAX_EVENTS`] of them.
     pub events: Mutex<std::collections::VecDeque<TaskEvent>>,
     /// The application's state and its listener.
-    pub lifecycle: crate::lifecycle::Lifecycle,
+    pub lifecycle: crate::runtime::lifecycle::Lifecycle,
     pub listener: Mutex<Box<dyn RestoreListener + Send>>,
     /// Standby copies of tasks other instances own.
     pub standbys: Mutex<Standbys>,

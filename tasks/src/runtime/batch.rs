@@ -28,10 +28,10 @@ use super::processing::{locate, process_record, punctuate_task_wall_clock};
 use super::{
     Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks, past_whole_ms, revive_if_outputs_lost,
 };
-use crate::group::{GroupContext, Shared};
-use crate::handlers::{Failure, FailureStage, guarded};
-use crate::outputs::Output;
 use crate::processor::Processor;
+use crate::runtime::handlers::{Failure, FailureStage, guarded};
+use crate::runtime::outputs::Output;
+use crate::runtime::shared::{GroupContext, Shared};
 use crate::state::punctuation::wall_clock_ms;
 use crate::state::task::Task;
 
@@ -113,7 +113,7 @@ impl PartitionQueues {
         inputs: &[String],
         task: &Task,
     ) {
-        let partition = crate::group::partition_id(task.id.partition);
+        let partition = crate::runtime::shared::partition_id(task.id.partition);
         let queues = inputs
             .iter()
             .filter_map(|input| consumer.split_partition_queue(input, partition))

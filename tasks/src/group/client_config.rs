@@ -15,7 +15,7 @@ pub(crate) fn unique_client_id(application_id: &str, endpoint: Option<&str>) -> 
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let unique = format!("{application_id}-{}-{nanos}", std::process::id());
-    crate::endpoint::encode(&unique, endpoint)
+    crate::group::endpoint::encode(&unique, endpoint)
 }
 
 /// Bootstrap servers, the passthrough properties and the timeouts.

@@ -5,10 +5,10 @@
 use rdkafka::message::{BorrowedMessage, Message};
 use store_api::Error;
 
-use crate::group::Shared;
-use crate::handlers::{FailedRecord, Failure, FailureStage, guarded};
-use crate::outputs::Output;
 use crate::processor::{Processor, ProcessorContext, TaskContext};
+use crate::runtime::handlers::{FailedRecord, Failure, FailureStage, guarded};
+use crate::runtime::outputs::Output;
+use crate::runtime::shared::Shared;
 use crate::state::punctuation::{Punctuation, PunctuationType, wall_clock_ms};
 use crate::state::task::Task;
 

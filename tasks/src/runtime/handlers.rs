@@ -5,7 +5,7 @@
 //! A processor's `process` or `punctuate` that returns an error or panics fails its task at
 //! that record: nothing the call wrote is committed, and the outputs it sent are dropped. The
 //! handler then answers, for that one record:
-//! - [`ErrorAction::Fail`]: the failure goes to the [`UncaughtErrorPolicy`];
+//! - [`ErrorAction::Fail`]: the failure goes to the [`UncaughtErrorPolicy`](crate::UncaughtErrorPolicy);
 //! - [`ErrorAction::Continue`]: the record is skipped: the task goes back to its last commit
 //!   (every store drops what it buffered since), processes the records after that commit
 //!   again, passes over the failed record without calling the processor, and its next commit
@@ -22,44 +22,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use rdkafka::message::{BorrowedMessage, Headers, Message};
-use serde::{Deserialize, Serialize};
 use statestore_changelog::TaskId;
 use store_api::{Error, Result};
 
-/// What the runtime does with a record whose processing failed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorAction {
-    /// The task stops at the record, uncommitted, and the
-    /// [`UncaughtErrorPolicy`] decides what comes next. Kafka Streams' `FAIL`
-    /// (`LogAndFailExceptionHandler`, the default).
-    #[default]
-    Fail,
-    /// Skip the record: none of its writes or outputs remain, and the task goes on after it
-    /// (see the module docs). Kafka Streams' `CONTINUE` (`LogAndContinueExceptionHandler`).
-    Continue,
-    /// Send the record to the dead-letter topic with the error in its headers, then skip it
-    /// as [`Continue`](ErrorAction::Continue) does (KIP-1034).
-    DeadLetter,
-}
-
-/// What happens after a failure its handler answered [`ErrorAction::Fail`] (and after a
-/// failed or panicking [`Processor::init`](crate::Processor::init)): Kafka Streams'
-/// `StreamsUncaughtExceptionHandler` responses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UncaughtErrorPolicy {
-    /// The application stops: `poll` returns the error and `run` closes the instance. The
-    /// failed task is closed without committing; every other task commits what it finished,
-    /// its outputs delivered first. Kafka Streams' `SHUTDOWN_CLIENT`, its default.
-    #[default]
-    ShutdownClient,
-    /// The failed task goes back to its last commit and starts again from there (its
-    /// processor's `init` runs again), and the instance keeps running; its other tasks are not
-    /// touched. A record that fails every time is tried again and again: Kafka Streams'
-    /// `REPLACE_THREAD`, with the thread's work reduced to the one task that failed.
-    ReplaceThread,
-}
+use crate::config::ErrorAction;
 
 /// Which call of user code failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +41,7 @@ pub enum FailureStage {
     /// send, so `Continue` and `DeadLetter` both drop the punctuation's writes and go on.
     Punctuation,
     /// [`Processor::init`](crate::Processor::init), or the supplier that makes a task's
-    /// processor: no handler is asked, the [`UncaughtErrorPolicy`] decides.
+    /// processor: no handler is asked, the [`UncaughtErrorPolicy`](crate::UncaughtErrorPolicy) decides.
     Initialization,
 }
 
@@ -256,7 +222,8 @@ pub(crate) fn guarded<T>(
 
 #[cfg(test)]
 mod tests {
-    use super::{ErrorAction, guarded};
+    use super::guarded;
+    use crate::config::ErrorAction;
     use store_api::{Error, ErrorKind};
 
     #[test]

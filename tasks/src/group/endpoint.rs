@@ -16,7 +16,7 @@
 
 use store_api::{Error, Result};
 
-use crate::members::Member;
+use crate::group::members::Member;
 
 /// Between the instance's unique id and its escaped endpoint.
 const MARKER: &str = "_at_";
