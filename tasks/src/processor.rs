@@ -89,7 +89,7 @@ impl<'a> TaskContext<'a> {
     /// The task's stream time: the largest record timestamp it processed, committed with its
     /// stores (so it survives a restart or a move); `None` before its first timestamped record.
     pub fn stream_time(&self) -> Option<i64> {
-        self.task.stream_time
+        self.task.stream_time()
     }
 
     /// The store `handle` refers to, as its type.

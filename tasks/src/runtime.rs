@@ -486,7 +486,7 @@ impl Application {
         }
         let mut offsets = Vec::new();
         for (partition, task) in tasks {
-            if task.poisoned || first_error.is_some() {
+            if task.is_poisoned() || first_error.is_some() {
                 task.abandon();
                 self.shared.event(partition, TaskEventKind::Lost);
                 continue;
@@ -567,9 +567,7 @@ pub(crate) fn commit_tasks(
         let mut first_error = None;
         let due = tasks
             .iter_mut()
-            .filter(|(_, task)| {
-                !task.poisoned && (task.committed_offset != task.next_offset || task.needs_commit())
-            })
+            .filter(|(_, task)| task.commit_due())
             .map(|(&partition, task)| (partition, task));
         let results = commit_in_parallel(due.collect(), |task| (task.id, task.commit()));
         for (partition, (id, result)) in results {
@@ -605,7 +603,7 @@ pub(crate) fn commit_tasks(
         let mut tasks = shared.tasks.lock();
         for (_, partition, _) in &offsets {
             if let Some(task) = tasks.get_mut(partition) {
-                task.committed_offset.fill(None);
+                task.group_commit_failed();
             }
         }
     }

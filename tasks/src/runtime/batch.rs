@@ -69,7 +69,7 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
             let Some(task) = tasks.get_mut(&partition) else {
                 continue;
             };
-            if task.poisoned || self.processors.contains_key(&partition) {
+            if task.is_poisoned() || self.processors.contains_key(&partition) {
                 continue;
             }
             match guarded(|| Ok((self.supplier)(task.id))) {
@@ -257,7 +257,7 @@ impl Application {
             .tasks
             .lock()
             .values()
-            .any(|task| !task.poisoned && task.needs_commit());
+            .any(|task| !task.is_poisoned() && task.needs_commit());
         self.maintain(full)?;
         Ok(processed)
     }
@@ -347,7 +347,7 @@ fn process_round<P: Processor + Send>(
     wall_clock: Option<i64>,
 ) -> Vec<Done> {
     let mut tasks = shared.tasks.lock();
-    pending.retain(|partition, _| tasks.get(partition).is_some_and(|task| !task.poisoned));
+    pending.retain(|partition, _| tasks.get(partition).is_some_and(|task| !task.is_poisoned()));
     let needed: Vec<u32> = if wall_clock.is_some() {
         // Idle tasks start too, so that their wall-clock punctuators run without records.
         tasks.keys().copied().collect()

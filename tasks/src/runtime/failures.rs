@@ -110,7 +110,7 @@ fn rewind(
         task.skip(topic, offset);
     }
     for (topic, input) in shared.inputs.iter().enumerate() {
-        let offset = match task.next_offset[topic] {
+        let offset = match task.next_offset(topic) {
             Some(next) => Offset::Offset(i64::try_from(next).map_err(|_| {
                 store_api::Error::invalid(format!("offset {next} is beyond Kafka's range"))
             })?),
@@ -129,6 +129,6 @@ fn rewind(
             return Err(convert("seeking back to a rewound task's last commit", err));
         }
     }
-    tracing::info!(task = %task.id, next = ?task.next_offset, ?skip, "task rewound to its last commit");
+    tracing::info!(task = %task.id, next = ?task.next_offsets(), ?skip, "task rewound to its last commit");
     Ok(())
 }

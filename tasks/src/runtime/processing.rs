@@ -83,12 +83,12 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
     outputs: &mut Vec<Output>,
     processor: &mut P,
 ) -> Called<(bool, bool)> {
-    if task.poisoned || task.next_offset[topic].is_some_and(|next| offset < next) {
+    if task.is_poisoned() || task.is_behind(topic, offset) {
         return Ok((false, false));
     }
     init_task(task, outputs, processor)?;
     if task.skips(topic, offset) {
-        task.next_offset[topic] = Some(offset + 1);
+        task.pass(topic, offset);
         return Ok((false, task.needs_commit()));
     }
     task.replay_record(topic, offset);
@@ -112,9 +112,9 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
         return Err(failure(task, stage, Some((record, topic)), failed));
     }
     task.finish_call();
-    task.next_offset[topic] = Some(offset + 1);
+    task.pass(topic, offset);
     task.metrics.records.increment(1);
-    if let Some(now) = task.stream_time {
+    if let Some(now) = task.stream_time() {
         punctuate(task, outputs, processor, PunctuationType::StreamTime, now)?;
     }
     Ok((true, task.needs_commit()))
@@ -127,7 +127,7 @@ pub(crate) fn init_task<P: Processor + ?Sized>(
     outputs: &mut Vec<Output>,
     processor: &mut P,
 ) -> Called<()> {
-    if task.initialized {
+    if task.is_initialized() {
         return Ok(());
     }
     task.replay_between_records();
@@ -139,7 +139,7 @@ pub(crate) fn init_task<P: Processor + ?Sized>(
         return Err(failure(task, FailureStage::Initialization, None, failed));
     }
     task.finish_call();
-    task.initialized = true;
+    task.mark_initialized();
     Ok(())
 }
 
@@ -174,7 +174,7 @@ pub(crate) fn punctuate<P: Processor + ?Sized>(
         task.metrics
             .punctuate_seconds
             .record(started.elapsed().as_secs_f64());
-        task.punctuated = true;
+        task.mark_punctuated();
         if let Err(failed) = called {
             outputs.truncate(sent);
             return Err(failure(task, FailureStage::Punctuation, None, failed));
@@ -206,7 +206,7 @@ pub(crate) fn punctuate_task_wall_clock<P: Processor + ?Sized>(
     processor: &mut P,
     now: i64,
 ) -> Called<()> {
-    if task.poisoned {
+    if task.is_poisoned() {
         return Ok(());
     }
     init_task(task, outputs, processor)?;

@@ -383,27 +383,22 @@ impl Shared {
             // Before the resume (the partitions are paused, so nothing is fetched from the
             // position yet): every record from the position on can reach the task's own queues.
             split(&task);
-            let started = task.next_offset.clone();
-            task.start_at(started);
             consumer
                 .resume(&resumed)
                 .map_err(|err| convert("resuming a restored task's partitions", err))?;
-            // The group's offsets may lag the stores' positions (a group commit refused while
-            // the group rebalanced): the next commit brings them up to the positions.
-            task.committed_offset.clone_from(&restoring.floors);
             let restored = task.restored();
-            tracing::info!(task = %task.id, next = ?task.next_offset, ?restored, "task assigned");
+            tracing::info!(task = %task.id, next = ?task.next_offsets(), ?restored, "task assigned");
             let next_offsets = self
                 .inputs
                 .iter()
-                .zip(&task.next_offset)
+                .zip(task.next_offsets())
                 .filter_map(|(input, next)| Some((input.clone(), (*next)?)))
                 .collect();
             self.event(
                 partition,
                 TaskEventKind::Assigned {
                     restored,
-                    next_offset: task.next_offset[0],
+                    next_offset: task.next_offset(0),
                     next_offsets,
                     restore_time: restoring.started.elapsed(),
                 },
@@ -427,15 +422,14 @@ impl Shared {
     ) -> Result<Sought> {
         let partition = task.id.partition;
         let doing = "seeking to a restored task's position";
+        // Where the task holds no position (it never committed state for a topic), the
+        // group's offset, if any, is the floor; the group's offsets may also lag the stores'
+        // positions (a group commit refused while the group rebalanced), which the next
+        // commit brings up to the positions.
+        task.start_from(&restoring.floors);
         let mut wanted = TopicPartitionList::new();
         for (topic, input) in self.inputs.iter().enumerate() {
-            let next = &mut task.next_offset[topic];
-            if next.is_none() {
-                // The task never committed state for this topic: the group offset, if any,
-                // is the floor.
-                *next = restoring.floors[topic];
-            }
-            let offset = match next.map(i64::try_from) {
+            let offset = match task.next_offset(topic).map(i64::try_from) {
                 Some(Ok(offset)) => Offset::Offset(offset),
                 Some(Err(_)) => {
                     return Err(Error::invalid(format!(
@@ -568,7 +562,7 @@ impl Shared {
             let Some(task) = self.tasks.lock().remove(&partition) else {
                 continue;
             };
-            if lost || task.poisoned {
+            if lost || task.is_poisoned() {
                 // A task whose processor failed holds part of a record: never committed.
                 tracing::warn!(task = %task.id, "task lost: closed without committing");
                 task.abandon();

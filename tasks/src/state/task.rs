@@ -75,12 +75,12 @@ pub(crate) struct Task {
     /// The input topics, in the configuration's order: the indexes of the positions below.
     pub topics: Vec<String>,
     /// The next offset to process in each input topic, once known.
-    pub next_offset: Vec<Option<u64>>,
+    next_offset: Vec<Option<u64>>,
     /// The offsets last committed with the stores and to the group: a commit is due while
     /// they differ from `next_offset` (set back when the group's offsets lag the stores').
-    pub committed_offset: Vec<Option<u64>>,
+    committed_offset: Vec<Option<u64>>,
     /// The largest record timestamp processed (or committed before).
-    pub stream_time: Option<i64>,
+    stream_time: Option<i64>,
     /// Where a [`rewind`](Task::rewind) takes the task back to: the offsets and stream time of
     /// its last commit, or those it started processing at.
     base_offset: Vec<Option<u64>>,
@@ -91,12 +91,12 @@ pub(crate) struct Task {
     /// The processor's punctuators of this task.
     pub punctuators: RefCell<Punctuators>,
     /// The processor's `init` ran for this task.
-    pub initialized: bool,
+    initialized: bool,
     /// A punctuator ran since the last commit: its writes need one.
-    pub punctuated: bool,
+    punctuated: bool,
     /// A call of the processor is under way or failed: the buffered writes may hold part of
     /// its record, so they are never committed (see [`begin_call`](Task::begin_call)).
-    pub poisoned: bool,
+    poisoned: bool,
     pub metrics: TaskMetrics,
     /// Unique among the tasks this process opened: a task closed and opened again is a new
     /// generation, which gets a new processor from a [`ProcessorPool`](crate::ProcessorPool).
@@ -186,6 +186,80 @@ impl Task {
         }
     }
 
+    /// The largest record timestamp the task processed (or committed before).
+    pub fn stream_time(&self) -> Option<i64> {
+        self.stream_time
+    }
+
+    /// The next offset to process in input `topic`, once known.
+    pub fn next_offset(&self, topic: usize) -> Option<u64> {
+        self.next_offset[topic]
+    }
+
+    /// The next offset to process in each input topic, once known.
+    pub fn next_offsets(&self) -> &[Option<u64>] {
+        &self.next_offset
+    }
+
+    /// Whether the record at `offset` of input `topic` is behind the task's position: it was
+    /// processed (or skipped) already.
+    pub fn is_behind(&self, topic: usize, offset: u64) -> bool {
+        self.next_offset[topic].is_some_and(|next| offset < next)
+    }
+
+    /// Moves the task's position in input `topic` past the record at `offset`, which was
+    /// processed or skipped.
+    pub fn pass(&mut self, topic: usize, offset: u64) {
+        self.next_offset[topic] = Some(offset + 1);
+    }
+
+    /// Where the task starts in each input topic it holds no position for: `floors` (the
+    /// group's committed offsets), which are also taken as committed to the group, so the
+    /// next commit brings the group's offsets up to the stores' positions.
+    pub fn start_from(&mut self, floors: &[Option<u64>]) {
+        for (next, floor) in self.next_offset.iter_mut().zip(floors) {
+            if next.is_none() {
+                *next = *floor;
+            }
+        }
+        self.committed_offset = floors.to_vec();
+        self.base_offset.clone_from(&self.next_offset);
+    }
+
+    /// Whether a call of user code failed in this task (or is under way): it is never
+    /// committed until [`rewind`](Task::rewind).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Whether the processor's `init` ran for this task.
+    pub fn is_initialized(&self) -> bool {
+        self.initialized
+    }
+
+    /// Records that the processor's `init` ran for this task.
+    pub fn mark_initialized(&mut self) {
+        self.initialized = true;
+    }
+
+    /// Records that a punctuator ran: its writes need a commit.
+    pub fn mark_punctuated(&mut self) {
+        self.punctuated = true;
+    }
+
+    /// Whether the task should commit at its next boundary: it is not poisoned, and it
+    /// processed records since its last commit, a punctuator wrote, or a store's buffer is
+    /// full.
+    pub fn commit_due(&self) -> bool {
+        !self.poisoned && (self.committed_offset != self.next_offset || self.needs_commit())
+    }
+
+    /// Records that the group refused the offsets of the last commit: the next commit sends
+    /// them again, even with nothing new processed.
+    pub fn group_commit_failed(&mut self) {
+        self.committed_offset.fill(None);
+    }
+
     /// Starts a call of user code: until [`finish_call`](Task::finish_call), the task is
     /// poisoned, so a call that fails or panics leaves it uncommittable whatever its caller
     /// does next.
@@ -196,13 +270,6 @@ impl Task {
     /// Ends a call of user code that returned normally.
     pub fn finish_call(&mut self) {
         self.poisoned = false;
-    }
-
-    /// Sets where processing starts, once the task's first offsets are known: what a
-    /// [`rewind`](Task::rewind) before the first commit goes back to.
-    pub fn start_at(&mut self, next_offset: Vec<Option<u64>>) {
-        self.base_offset.clone_from(&next_offset);
-        self.next_offset = next_offset;
     }
 
     /// Takes the task back to its last commit: every logged store drops the writes it buffered
