@@ -6,6 +6,7 @@ mod standbys;
 
 pub(crate) use batch::PartitionQueues;
 pub use batch::ProcessorPool;
+use standbys::StandbyThread;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,17 +26,12 @@ use crate::context::{Processor, ProcessorContext, process_message, punctuate_wal
 use crate::group::{GroupContext, Shared, commit_group};
 use crate::handlers::{ConfiguredHandler, ErrorHandler, Failure};
 use crate::lifecycle::{AppState, StateListener};
-use crate::members;
 use crate::outputs::Outputs;
 use crate::queries::{Queries, QueryState, describes_group};
 use crate::restorer::Restorer;
-use crate::standby::{Standby, Standbys, standby_tasks};
+use crate::standby::Standbys;
 use crate::topics::{self, convert};
 use crate::{TaskEvent, TaskEventKind};
-
-/// How often the group's assignment is read: standby copies follow it and catch up with their
-/// changelogs, and a stale assignment is noticed.
-const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often wall-clock punctuators are looked at: their time resolution, and not once per
 /// record, which would lock every task for each.
@@ -53,10 +49,6 @@ pub(crate) fn past_whole_ms(timeout: Duration) -> Duration {
     }
 }
 
-/// The longest the group-list request is left alone after it failed: a coordinator that cannot
-/// describe groups may also close the connection, which the group's heartbeats share.
-const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
-
 /// One instance of a partitioned application: a member of the consumer group
 /// `application_id`, owning the tasks of the partitions assigned to it.
 pub struct Application {
@@ -66,9 +58,9 @@ pub struct Application {
     shared: Arc<Shared>,
     last_commit: Instant,
     last_cleanup: Instant,
-    last_group_check: Instant,
-    /// The wait before the next `DescribeGroups`, doubled after each failure.
-    describe_backoff: Duration,
+    /// Keeps the standby copies and the group's description for queries, when the
+    /// configuration needs them (see the `standbys` module); stopped by `close`.
+    standbys: Option<StandbyThread>,
     /// When the tasks' wall-clock punctuators were last looked at.
     last_wall_clock: Instant,
     /// Answers failures of the processors.
@@ -134,11 +126,12 @@ impl Application {
             queries: QueryState::new(),
             config,
         });
-        let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
+        let consumer: Arc<BaseConsumer<GroupContext>> = consumer_config(&shared.config)
             .set("client.id", &shared.client_id)
             .create_with_context(GroupContext {
                 shared: Arc::clone(&shared),
             })
+            .map(Arc::new)
             .map_err(|err| convert("creating the group consumer", err))?;
         let topics: Vec<&str> = inputs.iter().map(String::as_str).collect();
         consumer
@@ -154,14 +147,16 @@ impl Application {
             processing: shared.config.processing_error,
             deserialization: shared.config.deserialization_error,
         });
+        let standbys = describes_group(&shared.config)
+            .then(|| StandbyThread::start(Arc::clone(&consumer), Arc::clone(&shared)))
+            .transpose()?;
         Ok(Application {
-            consumer: Arc::new(consumer),
+            consumer,
             queues: batch::PartitionQueues::default(),
             shared,
             last_commit: Instant::now(),
             last_cleanup: Instant::now(),
-            last_group_check: Instant::now(),
-            describe_backoff: GROUP_CHECK_INTERVAL,
+            standbys,
             last_wall_clock: Instant::now(),
             handler,
             closed: false,
@@ -331,16 +326,10 @@ impl Application {
     }
 
     /// What every poll does after processing: commits when a store is `full` or the commit
-    /// interval has passed, and follows the group's assignment with the standby copies.
+    /// interval has passed. (The standby copies are kept on a thread of their own.)
     fn maintain(&mut self, full: bool) -> Result<()> {
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
-        }
-        if describes_group(&self.shared.config)
-            && self.last_group_check.elapsed() >= self.describe_backoff
-        {
-            self.maintain_standbys()?;
-            self.last_group_check = Instant::now();
         }
         Ok(())
     }
@@ -439,6 +428,11 @@ impl Application {
         }
         self.closed = true;
         self.shared.lifecycle.to(AppState::PendingShutdown);
+        if let Some(standbys) = self.standbys.take() {
+            // Before the copies are closed, and before the consumer it describes the group
+            // with goes away.
+            standbys.stop();
+        }
         let closed = self.close_tasks();
         self.shared.lifecycle.to(AppState::NotRunning);
         closed
@@ -452,8 +446,8 @@ impl Application {
         let tasks = std::mem::take(&mut *self.shared.tasks.lock());
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
         let mut first_error = flushed.err();
-        for standby in standbys.into_values() {
-            if let Err(err) = standby.close() {
+        for slot in standbys.into_values() {
+            if let Err(err) = slot.retire(&self.shared.queries) {
                 first_error = first_error.or(Some(err));
             }
         }
