@@ -493,10 +493,11 @@ impl Shared {
     /// task then restores only what its copy lacks. Runs on the restore thread, not in a
     /// rebalance callback, as it waits for a catch-up of the copy in flight.
     ///
-    /// No copy of the task is opened afterwards: its restore was registered in
+    /// No copy of the task is open afterwards: a copy the standby thread dropped was closed
+    /// before its slot left the map, the task's restore was registered in
     /// [`restorer`](Shared::restorer) before this thread started, and the standby thread
-    /// adds no slot for a task restoring here (both under the map's lock, see
-    /// `app::standbys`). So the copy's stores are closed before the task opens them.
+    /// adds no slot for a task restoring here (under the map's lock, see `app::standbys`).
+    /// So the task opens its stores after every copy of them closed.
     fn promote_standby(&self, partition: u32) {
         let Some(slot) = self.standbys.lock().remove(&partition) else {
             return;

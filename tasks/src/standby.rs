@@ -16,13 +16,14 @@
 //!
 //! # Who touches a copy
 //! The standby thread (see `app::standbys`) opens the copies and catches them up, off the
-//! poll loop. Each copy sits in a [`StandbySlot`] whose lock is held while the copy opens or
-//! catches up; the map of slots is locked only to insert, remove or clone them. Whoever
-//! takes a slot out of the map retires it: the standby thread (no longer wanted, or failed),
-//! a restore thread (the task is about to be restored here, see `group`), or the
-//! application's close. Retiring waits for an open or catch-up in flight and closes the
-//! copy's stores, so its files are closed before the task opens them, and a retired slot is
-//! never opened or published again.
+//! poll loop. Each copy sits in a [`StandbySlot`] whose lock is held while the copy opens,
+//! catches up or retires (its stores closed, for good); the map of slots is locked only to
+//! insert, remove or clone slots. A copy's files are open only while its slot is in the map:
+//! the standby thread retires a copy it drops (no longer wanted, or failed) before taking
+//! its slot out, and a restore thread about to restore the copy's task here takes the slot
+//! out and retires it, waiting for an open or catch-up in flight, before it opens the task's
+//! stores. A retired slot is never opened or published again, and the standby thread adds no
+//! slot for a task restoring or active here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

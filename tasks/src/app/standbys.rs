@@ -162,27 +162,25 @@ impl Updater {
             let mut active: BTreeSet<u32> = shared.tasks.lock().keys().copied().collect();
             active.extend(shared.restorer.lock().tasks.keys().copied());
             let wanted: BTreeSet<u32> = wanted.difference(&active).copied().collect();
-            let unwanted: Vec<u32> = standbys
-                .keys()
-                .filter(|partition| !wanted.contains(partition))
-                .copied()
-                .collect();
-            let unwanted: Vec<Arc<StandbySlot>> = unwanted
+            let (unwanted, kept): (Vec<_>, Vec<_>) = standbys
                 .iter()
-                .filter_map(|partition| standbys.remove(partition))
-                .collect();
+                .map(|(partition, slot)| (*partition, Arc::clone(slot)))
+                .partition(|(partition, _)| !wanted.contains(partition));
+            let mut slots: Vec<Arc<StandbySlot>> = kept.into_iter().map(|(_, slot)| slot).collect();
             for &partition in &wanted {
-                standbys
-                    .entry(partition)
-                    .or_insert_with(|| StandbySlot::new(TaskId::new(0, partition)));
+                if let std::collections::btree_map::Entry::Vacant(vacant) =
+                    standbys.entry(partition)
+                {
+                    slots.push(Arc::clone(
+                        vacant.insert(StandbySlot::new(TaskId::new(0, partition))),
+                    ));
+                }
             }
-            (unwanted, standbys.values().cloned().collect::<Vec<_>>())
+            (unwanted, slots)
         };
-        for slot in unwanted {
+        for (_, slot) in unwanted {
             tracing::info!(task = %slot.id(), "standby no longer wanted here");
-            if let Err(err) = slot.retire(&shared.queries) {
-                tracing::warn!(task = %slot.id(), %err, "closing a standby no longer wanted");
-            }
+            self.drop_copy(&slot);
         }
         slots
     }
@@ -211,17 +209,24 @@ impl Updater {
         } else {
             tracing::warn!(task = %id, %err, "standby failed: dropped, opened again at a later check");
         }
-        {
-            let mut standbys = shared.standbys.lock();
-            if standbys
-                .get(&id.partition)
-                .is_some_and(|held| Arc::ptr_eq(held, slot))
-            {
-                standbys.remove(&id.partition);
-            }
-        }
+        self.drop_copy(slot);
+    }
+
+    /// Retires `slot` and then takes it out of the map, unless another slot took its place.
+    /// In this order, a copy's files are open only while its slot is in the map: a restore
+    /// thread that finds no slot of its task there opens the task's stores safely.
+    fn drop_copy(&self, slot: &Arc<StandbySlot>) {
+        let shared = &self.shared;
+        let id = slot.id();
         if let Err(err) = slot.retire(&shared.queries) {
-            tracing::warn!(task = %id, %err, "closing a failed standby");
+            tracing::warn!(task = %id, %err, "closing a dropped standby");
+        }
+        let mut standbys = shared.standbys.lock();
+        if standbys
+            .get(&id.partition)
+            .is_some_and(|held| Arc::ptr_eq(held, slot))
+        {
+            standbys.remove(&id.partition);
         }
     }
 }
