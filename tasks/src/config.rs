@@ -286,8 +286,8 @@ pub struct TasksConfig {
     /// timeout.
     pub heartbeat_interval_ms: u64,
     /// The group consumer's `max.poll.interval.ms`: the longest the instance may go without
-    /// polling before it leaves the group. Restores run off the poll loop and do not count
-    /// against it. Default 300 s (Kafka's).
+    /// polling before it leaves the group. Restores and standby catch-ups run off the poll
+    /// loop and do not count against it. Default 300 s (Kafka's).
     pub max_poll_interval_ms: u64,
     /// How partitions are spread over instances. Default `range`.
     pub assignment_strategy: AssignmentStrategy,
@@ -330,8 +330,8 @@ pub struct TasksConfig {
     pub uncaught_error: UncaughtErrorPolicy,
     /// Kafka Streams' `application.server`: the `host:port` at which this instance answers
     /// interactive queries, advertised to the other instances through its `client.id` (see
-    /// [`Queries`](crate::Queries)). Setting it makes the poll loop read the group's members
-    /// every second. Default none.
+    /// [`Queries`](crate::Queries)). Setting it makes the standby thread read the group's
+    /// members every second. Default none.
     pub application_server: Option<String>,
     /// How the input's producers partition keys, for
     /// [`Queries::metadata_for_key`](crate::Queries::metadata_for_key). Default `murmur2`

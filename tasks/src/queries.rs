@@ -11,7 +11,7 @@
 //! [`TasksConfig::key_partitioner`](crate::TasksConfig::key_partitioner)); the partition's
 //! task is owned by one instance and copied by the standby instances. Each instance
 //! advertises its [`application_server`](crate::TasksConfig::application_server) in its
-//! `client.id` (see the `endpoint` module), and the poll loop reads the group's members with
+//! `client.id` (see the `endpoint` module), and the standby thread reads the group's members with
 //! `DescribeGroups` every second when `application_server` is set or standbys are
 //! configured; a querying thread never asks the coordinator itself. So the answer is at most
 //! about a second old while the group is stable. While the group rebalances, after a
@@ -40,8 +40,9 @@
 //! # Limits
 //! - Every instance is assumed to run with the same `num_standby_replicas` and
 //!   `key_partitioner`: the standbys named are those placed by this instance's setting.
-//! - The group is read on the poll loop, between records; a long first catch-up of a new
-//!   standby copy delays it, and metadata then fails with `NoMetadata` until it is read again.
+//! - The group is read on the standby thread, between the copies' catch-ups; a long first
+//!   catch-up of a new standby copy delays it, and metadata then fails with `NoMetadata` until
+//!   it is read again.
 //! - With `cooperative-sticky` on a coordinator that reports no assignments the
 //!   assignment cannot be computed: metadata always fails with `Rebalancing`.
 
@@ -58,7 +59,7 @@ pub(crate) use self::state::{QueryState, StandbyView, describes_group};
 use crate::group::partitioner::KeyPartitioner;
 
 /// The oldest description of the group that metadata is answered from: five times the
-/// one-second interval at which the poll loop reads it.
+/// one-second interval at which the standby thread reads it.
 pub const MAX_VIEW_AGE: Duration = Duration::from_secs(5);
 
 /// Why a query has no answer.

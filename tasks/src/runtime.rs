@@ -15,6 +15,7 @@ pub(crate) mod standby;
 mod standbys;
 
 pub use batch::ProcessorPool;
+use standbys::StandbyThread;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,8 +31,6 @@ use store_api::{Error, ErrorKind, Result};
 
 use crate::config::TasksConfig;
 use crate::group::client_config::{consumer_config, unique_client_id};
-use crate::group::members;
-use crate::group::members::standby_tasks;
 use crate::group::topics::{self, convert};
 use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
@@ -40,13 +39,9 @@ use crate::runtime::lifecycle::{AppState, StateListener};
 use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
 use crate::runtime::shared::{GroupContext, Shared, commit_group};
-use crate::runtime::standby::{Standby, Standbys};
+use crate::runtime::standby::Standbys;
 use crate::{TaskEvent, TaskEventKind};
 use processing::{process_message, punctuate_wall_clock};
-
-/// How often the group's assignment is read: standby copies follow it and catch up with their
-/// changelogs, and a stale assignment is noticed.
-const GROUP_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often wall-clock punctuators are looked at: their time resolution, and not once per
 /// record, which would lock every task for each.
@@ -64,10 +59,6 @@ pub(crate) fn past_whole_ms(timeout: Duration) -> Duration {
     }
 }
 
-/// The longest the group-list request is left alone after it failed: a coordinator that cannot
-/// describe groups may also close the connection, which the group's heartbeats share.
-const MAX_DESCRIBE_BACKOFF: Duration = Duration::from_secs(60);
-
 /// One instance of a partitioned application: a member of the consumer group
 /// `application_id`, owning the tasks of the partitions assigned to it.
 pub struct Application {
@@ -77,9 +68,9 @@ pub struct Application {
     shared: Arc<Shared>,
     last_commit: Instant,
     last_cleanup: Instant,
-    last_group_check: Instant,
-    /// The wait before the next `DescribeGroups`, doubled after each failure.
-    describe_backoff: Duration,
+    /// Keeps the standby copies and the group's description for queries, when the
+    /// configuration needs them (see the `standbys` module); stopped by `close`.
+    standbys: Option<StandbyThread>,
     /// When the tasks' wall-clock punctuators were last looked at.
     last_wall_clock: Instant,
     /// Answers failures of the processors.
@@ -153,11 +144,12 @@ impl Application {
             queries,
             config,
         });
-        let consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
+        let consumer: Arc<BaseConsumer<GroupContext>> = consumer_config(&shared.config)
             .set("client.id", &shared.client_id)
             .create_with_context(GroupContext {
                 shared: Arc::clone(&shared),
             })
+            .map(Arc::new)
             .map_err(|err| convert("creating the group consumer", err))?;
         let topics: Vec<&str> = inputs.iter().map(String::as_str).collect();
         consumer
@@ -173,14 +165,16 @@ impl Application {
             processing: shared.config.processing_error,
             deserialization: shared.config.deserialization_error,
         });
+        let standbys = describes_group(&shared.config)
+            .then(|| StandbyThread::start(Arc::clone(&consumer), Arc::clone(&shared)))
+            .transpose()?;
         Ok(Application {
-            consumer: Arc::new(consumer),
+            consumer,
             queues: batch::PartitionQueues::default(),
             shared,
             last_commit: Instant::now(),
             last_cleanup: Instant::now(),
-            last_group_check: Instant::now(),
-            describe_backoff: GROUP_CHECK_INTERVAL,
+            standbys,
             last_wall_clock: Instant::now(),
             handler,
             closed: false,
@@ -361,16 +355,10 @@ impl Application {
     }
 
     /// What every poll does after processing: commits when a store is `full` or the commit
-    /// interval has passed, and follows the group's assignment with the standby copies.
+    /// interval has passed. (The standby copies are kept on a thread of their own.)
     fn maintain(&mut self, full: bool) -> Result<()> {
         if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
             self.commit()?;
-        }
-        if describes_group(&self.shared.config)
-            && self.last_group_check.elapsed() >= self.describe_backoff
-        {
-            self.maintain_standbys()?;
-            self.last_group_check = Instant::now();
         }
         Ok(())
     }
@@ -466,6 +454,11 @@ impl Application {
         }
         self.closed = true;
         self.shared.lifecycle.to(AppState::PendingShutdown);
+        if let Some(standbys) = self.standbys.take() {
+            // Before the copies are closed, and before the consumer it describes the group
+            // with goes away.
+            standbys.stop();
+        }
         let closed = self.close_tasks();
         self.shared.lifecycle.to(AppState::NotRunning);
         closed
@@ -479,8 +472,8 @@ impl Application {
         let tasks = std::mem::take(&mut *self.shared.tasks.lock());
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
         let mut first_error = flushed.err();
-        for standby in standbys.into_values() {
-            if let Err(err) = standby.close() {
+        for slot in standbys.into_values() {
+            if let Err(err) = slot.retire(&self.shared.queries) {
                 first_error = first_error.or(Some(err));
             }
         }

@@ -208,7 +208,7 @@ impl Queries {
             return Err(not_local);
         };
         let value = match read(copy.as_ref()) {
-            // Closed by the poll loop meanwhile: no longer wanted here, or promoted.
+            // Closed meanwhile: no longer wanted here, failed, or promoted.
             Err(store_api::Error::Closed) => return Err(not_local),
             other => other?,
         };

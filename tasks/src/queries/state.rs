@@ -1,4 +1,4 @@
-//! What the poll loop publishes for queries: the group's members with their endpoints and
+//! What the standby thread publishes for queries: the group's members with their endpoints and
 //! tasks, and read handles to this instance's standby copies. Queries only read it, so a
 //! querying thread never talks to the coordinator and never waits for a standby's catch-up.
 
@@ -124,7 +124,7 @@ impl QueryState {
 
 /// The instances of `group` if it is a current description: stable, taken since this
 /// instance's last rebalance (it has seen `rebalances`), and at most [`MAX_VIEW_AGE`] old.
-/// `described` says whether the poll loop describes the group at all.
+/// `described` says whether the standby thread describes the group at all.
 ///
 /// # Errors
 /// [`QueryError::Rebalancing`] or [`QueryError::NoMetadata`] saying why it is not.
@@ -154,7 +154,7 @@ pub(crate) fn current(
     }
 }
 
-/// Whether the poll loop describes the group: for queries (`application_server` set) or for
+/// Whether the standby thread describes the group: for queries (`application_server` set) or for
 /// standby placement.
 pub(crate) fn describes_group(config: &TasksConfig) -> bool {
     config.application_server.is_some() || config.num_standby_replicas > 0

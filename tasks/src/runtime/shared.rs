@@ -164,6 +164,7 @@ impl Shared {
                         partitions.get(next.fetch_add(1, Ordering::Relaxed))
                     {
                         let id = TaskId::new(0, partition);
+                        self.promote_standby(partition);
                         let mut listener = Locked(&self.listener);
                         let task = Task::open(
                             &self.state,
@@ -210,7 +211,6 @@ impl Shared {
             self.fail(err);
             return;
         }
-        self.close_standbys(&open);
         let floors = self.group_offsets(consumer, &open);
         let done = {
             let mut restorer = self.restorer.lock();
@@ -481,18 +481,22 @@ impl Shared {
         }
     }
 
-    /// Closes the standby copies of `partitions`, which are about to become active here: the
-    /// task then restores only what its copy lacks.
-    fn close_standbys(&self, partitions: &[u32]) {
-        let mut standbys = self.standbys.lock();
-        for partition in partitions {
-            if let Some(standby) = standbys.remove(partition) {
-                self.queries.forget_standby(*partition);
-                tracing::info!(task = %standby.id, replayed = standby.replayed, "promoting standby");
-                if let Err(err) = standby.close() {
-                    tracing::warn!(%err, partition, "closing a promoted standby");
-                }
-            }
+    /// Closes the standby copy of `partition`, whose task is about to be restored here: the
+    /// task then restores only what its copy lacks. Runs on the restore thread, not in a
+    /// rebalance callback, as it waits for a catch-up of the copy in flight.
+    ///
+    /// No copy of the task is open afterwards: a copy the standby thread dropped was closed
+    /// before its slot left the map, the task's restore was registered in
+    /// [`restorer`](Shared::restorer) before this thread started, and the standby thread
+    /// adds no slot for a task restoring here (under the map's lock, see `app::standbys`).
+    /// So the task opens its stores after every copy of them closed.
+    fn promote_standby(&self, partition: u32) {
+        let Some(slot) = self.standbys.lock().remove(&partition) else {
+            return;
+        };
+        match slot.retire(&self.queries) {
+            Ok(replayed) => tracing::info!(task = %slot.id(), replayed, "promoting standby"),
+            Err(err) => tracing::warn!(%err, partition, "closing a promoted standby"),
         }
     }
 
@@ -689,8 +693,8 @@ impl ConsumerContext for GroupContext {
     }
 }
 
-/// Shares one listener between restore threads, locking it per event.
-struct Locked<'a>(&'a Mutex<Box<dyn RestoreListener + Send>>);
+/// Shares one listener between restore threads and the standby thread, locking it per event.
+pub(crate) struct Locked<'a>(pub &'a Mutex<Box<dyn RestoreListener + Send>>);
 
 impl RestoreListener for Locked<'_> {
     fn on_start(&mut self, topic: &str, partition: u32, start: u64, end: u64) {

@@ -13,10 +13,23 @@
 //! `cooperative-sticky` on a coordinator that does not report assignments no
 //! standby is placed. The copy costs disk and changelog reads on the standby, nothing on the
 //! owner.
+//!
+//! # Who touches a copy
+//! The standby thread (see `app::standbys`) opens the copies and catches them up, off the
+//! poll loop. Each copy sits in a [`StandbySlot`] whose lock is held while the copy opens,
+//! catches up or retires (its stores closed, for good); the map of slots is locked only to
+//! insert, remove or clone slots. A copy's files are open only while its slot is in the map:
+//! the standby thread retires a copy it drops (no longer wanted, or failed) before taking
+//! its slot out, and a restore thread about to restore the copy's task here takes the slot
+//! out and retires it, waiting for an open or catch-up in flight, before it opens the task's
+//! stores. A retired slot is never opened or published again, and the standby thread adds no
+//! slot for a task restoring or active here.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use parking_lot::Mutex;
 
 use statestore_changelog::{
     Changelog, KafkaClients, KafkaLog, RestoreListener, StateDirectory, TaskDirectory, TaskId,
@@ -25,12 +38,11 @@ use statestore_changelog::{
 use store_api::{KeyValueStore, Result};
 
 use crate::config::TasksConfig;
-use crate::queries::StandbyView;
+use crate::queries::{QueryState, StandbyView};
 
 /// A standby copy of one task: its logged stores, kept up to date by replaying their
 /// changelogs.
 pub(crate) struct Standby {
-    pub id: TaskId,
     stores: Vec<CopiedStore>,
     /// Records replayed since the copy was opened.
     pub replayed: u64,
@@ -74,7 +86,6 @@ impl Standby {
             });
         }
         Ok(Standby {
-            id,
             stores,
             replayed: 0,
             caught_up: None,
@@ -126,4 +137,81 @@ impl Standby {
 }
 
 /// Standby copies by partition.
-pub(crate) type Standbys = BTreeMap<u32, Standby>;
+pub(crate) type Standbys = BTreeMap<u32, Arc<StandbySlot>>;
+
+/// The place of one standby copy: opened, caught up and retired under its lock (see "Who
+/// touches a copy" above).
+pub(crate) struct StandbySlot {
+    id: TaskId,
+    state: Mutex<SlotState>,
+}
+
+/// Where a standby copy is in its life.
+enum SlotState {
+    /// Placed here, not opened yet.
+    New,
+    Open(Standby),
+    /// Promoted, no longer wanted, failed or closed: its stores are closed for good.
+    Retired,
+}
+
+impl StandbySlot {
+    /// A slot for a copy of task `id`, to be opened by its first catch-up.
+    pub fn new(id: TaskId) -> Arc<StandbySlot> {
+        Arc::new(StandbySlot {
+            id,
+            state: Mutex::new(SlotState::New),
+        })
+    }
+
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Opens the copy with `open` if it is new, replays what its changelogs gained since the
+    /// last catch-up and publishes its read handles to `queries`; the slot stays locked
+    /// throughout. Returns the records replayed, or `None` for a retired slot, which is left
+    /// alone.
+    ///
+    /// # Errors
+    /// The failure of `open` or of the catch-up: the copy is then still open (or new), for
+    /// its owner to retire.
+    pub fn catch_up(
+        &self,
+        open: impl FnOnce() -> Result<Standby>,
+        listener: &mut dyn RestoreListener,
+        queries: &QueryState,
+    ) -> Result<Option<u64>> {
+        let mut state = self.state.lock();
+        if matches!(*state, SlotState::New) {
+            *state = SlotState::Open(open()?);
+            tracing::info!(task = %self.id, "standby opened");
+        }
+        let SlotState::Open(standby) = &mut *state else {
+            return Ok(None);
+        };
+        let records = standby.catch_up(listener)?;
+        if let Some(view) = standby.view() {
+            queries.standbys.lock().insert(self.id.partition, view);
+        }
+        Ok(Some(records))
+    }
+
+    /// Retires the copy: waits for an open or catch-up in flight, drops its read handles
+    /// from `queries` and closes its stores, keeping their files. Returns the records it
+    /// replayed since it opened (0 when it never opened or was retired already).
+    ///
+    /// # Errors
+    /// A store that failed to close; the copy is retired regardless.
+    pub fn retire(&self, queries: &QueryState) -> Result<u64> {
+        let mut state = self.state.lock();
+        queries.forget_standby(self.id.partition);
+        match std::mem::replace(&mut *state, SlotState::Retired) {
+            SlotState::Open(standby) => {
+                let replayed = standby.replayed;
+                standby.close().map(|()| replayed)
+            }
+            SlotState::New | SlotState::Retired => Ok(0),
+        }
+    }
+}
