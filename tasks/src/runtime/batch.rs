@@ -24,10 +24,9 @@ use statestore_changelog::TaskId;
 use std::sync::Arc;
 use store_api::{Error, Result};
 
+use super::commit::{commit_tasks, revive_if_outputs_lost};
 use super::processing::{locate, process_record, punctuate_task_wall_clock};
-use super::{
-    Application, WALL_CLOCK_CHECK_INTERVAL, commit_tasks, past_whole_ms, revive_if_outputs_lost,
-};
+use super::{Application, WALL_CLOCK_CHECK_INTERVAL, past_whole_ms};
 use crate::processor::Processor;
 use crate::runtime::handlers::{Failure, FailureStage, guarded};
 use crate::runtime::outputs::Output;

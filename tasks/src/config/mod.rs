@@ -1,0 +1,235 @@
+//! The application's configuration, in Kafka Streams' terms: [`TasksConfig`], its stores
+//! ([`StoreSpec`], [`StoreKind`]) and its policies, and their validation. No runtime type.
+
+mod policies;
+mod store;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use statestore_changelog::KafkaConfig;
+
+pub use policies::{AssignmentStrategy, ErrorAction, ProductionErrorPolicy, UncaughtErrorPolicy};
+pub use store::{StoreKind, StoreSpec};
+pub(crate) use validate::changelog_topic_properties;
+pub use validate::validate_application_id;
+
+/// The configuration of a partitioned application. Deserialize it from a configuration table;
+/// unknown fields are rejected. `Debug` hides the value of every secret property (see
+/// [`is_secret`](statestore_changelog::is_secret)).
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TasksConfig {
+    /// `application.id`: the consumer group id, the state directory's name and the prefix of
+    /// every changelog topic. Letters, digits, `.`, `_` and `-`, as in Kafka Streams.
+    pub application_id: String,
+    /// The state directory: tasks live in `<state_dir>/<application_id>/<task_id>/`.
+    pub state_dir: PathBuf,
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// The input topics: at least one. Several must be co-partitioned (the same partition
+    /// count, records keyed and partitioned alike), as for a Kafka Streams join: task
+    /// `0_<p>` owns partition `p` of each, so several need the `range` assignment strategy,
+    /// the only one of librdkafka's that keeps them together.
+    pub input_topics: Vec<String>,
+    /// The stores of every task.
+    pub stores: Vec<StoreSpec>,
+    /// How often every task's stores, then the group offsets, are committed. Default 30 s.
+    pub commit_interval_ms: u64,
+    /// Warm copies of each task kept by other instances. Default 0.
+    pub num_standby_replicas: u32,
+    /// How long the directory of a task no longer assigned here is kept. Default 10 min.
+    pub state_cleanup_delay_ms: u64,
+    /// Tasks restored at the same time after an assignment. Default: the number of CPUs.
+    pub restore_parallelism: usize,
+    /// The consumer group's `session.timeout.ms`: how long a crashed instance keeps its
+    /// partitions. Default 45 s (Kafka's).
+    pub session_timeout_ms: u64,
+    /// `heartbeat.interval.ms`. Default 3 s (Kafka's); keep it under a third of the session
+    /// timeout.
+    pub heartbeat_interval_ms: u64,
+    /// The group consumer's `max.poll.interval.ms`: the longest the instance may go without
+    /// polling before it leaves the group. Restores and standby catch-ups run off the poll
+    /// loop and do not count against it. Default 300 s (Kafka's).
+    pub max_poll_interval_ms: u64,
+    /// How partitions are spread over instances. Default `range`.
+    pub assignment_strategy: AssignmentStrategy,
+    /// The longest a metadata, topic or produce request waits, in milliseconds. Default 30 s.
+    pub request_timeout_ms: u64,
+    /// The replication factor of changelog topics this application creates (a store's
+    /// `replication_factor` overrides it); `-1` asks for the broker's
+    /// `default.replication.factor`, as Kafka Streams does since 3.0. Default -1.
+    pub replication_factor: i32,
+    /// `min.insync.replicas` of every changelog topic this application creates, unless the
+    /// store's `topic_properties` name it: how many replicas hold a write before it counts
+    /// (`acks=all`). Default none: the broker's.
+    pub min_insync_replicas: Option<u32>,
+    /// Kafka's `group.instance.id` (KIP-345, static membership): an instance that has one
+    /// keeps its tasks when it stops, crashes or restarts and comes back within the session
+    /// timeout; no other member sees a rebalance. It must be unique in the group and stable
+    /// across restarts of the same instance (a host name and an index, with the same state
+    /// directory). `[A-Za-z0-9._-]`, at most 249 characters. Default none (dynamic members,
+    /// which leave the group when they close).
+    pub group_instance_id: Option<String>,
+    /// Further librdkafka properties for every client (security, tuning).
+    pub properties: BTreeMap<String, String>,
+    /// What to do with an output record the brokers did not acknowledge. Default `fail`.
+    pub production_error: ProductionErrorPolicy,
+    /// What happens to a record whose `process` (or a punctuation whose `punctuate`) returned
+    /// an error or panicked: `fail`, `continue` (skip it) or `dead_letter` (see
+    /// [`ErrorAction`]). Kafka Streams' `processing.exception.handler`. Default `fail`.
+    pub processing_error: ErrorAction,
+    /// As `processing_error`, for a record that
+    /// [`key_as`](crate::ProcessorContext::key_as) or
+    /// [`value_as`](crate::ProcessorContext::value_as) could not decode. Kafka Streams'
+    /// `default.deserialization.exception.handler`. Default `fail`.
+    pub deserialization_error: ErrorAction,
+    /// Kafka Streams' `errors.dead.letter.queue.topic.name`: where a `dead_letter` action
+    /// sends failed records. It must exist when the application starts. Default none.
+    pub dead_letter_topic: Option<String>,
+    /// What happens after a failure answered `fail`: `shutdown_client` (stop the instance) or
+    /// `replace_thread` (start the failed task again from its last commit). Default
+    /// `shutdown_client`, as Kafka Streams'.
+    pub uncaught_error: UncaughtErrorPolicy,
+    /// Kafka Streams' `application.server`: the `host:port` at which this instance answers
+    /// interactive queries, advertised to the other instances through its `client.id` (see
+    /// [`Queries`](crate::Queries)). Setting it makes the standby thread read the group's
+    /// members every second. Default none.
+    pub application_server: Option<String>,
+    /// How the input's producers partition keys, for
+    /// [`Queries::metadata_for_key`](crate::Queries::metadata_for_key). Default `murmur2`
+    /// (Kafka's Java producer and Kafka Streams); librdkafka's own default is `crc32`.
+    pub key_partitioner: crate::KeyPartitioner,
+    /// Kafka Streams' `num.stream.threads`: the threads that process this instance's tasks
+    /// when it runs with a [`ProcessorPool`](crate::ProcessorPool) (one processor per task). A
+    /// task is processed by one thread at a time and its records in order; the instance is
+    /// still one member of the group, with one state directory. Default 1.
+    pub stream_threads: usize,
+    /// `max.poll.records`: the most records one
+    /// [`poll_tasks`](crate::Application::poll_tasks) takes from the consumer and processes
+    /// before it commits (when due) and polls again. Default 1000 (Kafka's).
+    pub max_poll_records: usize,
+}
+
+impl std::fmt::Debug for TasksConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TasksConfig")
+            .field("application_id", &self.application_id)
+            .field("state_dir", &self.state_dir)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("input_topics", &self.input_topics)
+            .field("stores", &self.stores)
+            .field("commit_interval_ms", &self.commit_interval_ms)
+            .field("num_standby_replicas", &self.num_standby_replicas)
+            .field("state_cleanup_delay_ms", &self.state_cleanup_delay_ms)
+            .field("restore_parallelism", &self.restore_parallelism)
+            .field("session_timeout_ms", &self.session_timeout_ms)
+            .field("heartbeat_interval_ms", &self.heartbeat_interval_ms)
+            .field("max_poll_interval_ms", &self.max_poll_interval_ms)
+            .field("assignment_strategy", &self.assignment_strategy)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("replication_factor", &self.replication_factor)
+            .field("min_insync_replicas", &self.min_insync_replicas)
+            .field("group_instance_id", &self.group_instance_id)
+            .field("properties", &redacted(&self.properties))
+            .field("production_error", &self.production_error)
+            .field("processing_error", &self.processing_error)
+            .field("deserialization_error", &self.deserialization_error)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("uncaught_error", &self.uncaught_error)
+            .field("application_server", &self.application_server)
+            .field("key_partitioner", &self.key_partitioner)
+            .field("stream_threads", &self.stream_threads)
+            .field("max_poll_records", &self.max_poll_records)
+            .finish()
+    }
+}
+
+/// `properties` with every secret value replaced, for `Debug`.
+fn redacted(properties: &BTreeMap<String, String>) -> BTreeMap<&str, &str> {
+    properties
+        .iter()
+        .map(|(key, value)| {
+            let shown = if statestore_changelog::is_secret(key) {
+                "[redacted]"
+            } else {
+                value.as_str()
+            };
+            (key.as_str(), shown)
+        })
+        .collect()
+}
+
+/// The most processing threads an instance may run.
+const MAX_STREAM_THREADS: usize = 1024;
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            application_id: String::new(),
+            state_dir: PathBuf::from("state"),
+            bootstrap_servers: "localhost:9092".to_owned(),
+            input_topics: Vec::new(),
+            stores: Vec::new(),
+            commit_interval_ms: 30_000,
+            num_standby_replicas: 0,
+            state_cleanup_delay_ms: 600_000,
+            restore_parallelism: std::thread::available_parallelism().map_or(1, usize::from),
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 3_000,
+            max_poll_interval_ms: 300_000,
+            assignment_strategy: AssignmentStrategy::default(),
+            request_timeout_ms: 30_000,
+            replication_factor: -1,
+            min_insync_replicas: None,
+            group_instance_id: None,
+            properties: BTreeMap::new(),
+            production_error: ProductionErrorPolicy::Fail,
+            processing_error: ErrorAction::Fail,
+            deserialization_error: ErrorAction::Fail,
+            dead_letter_topic: None,
+            uncaught_error: UncaughtErrorPolicy::ShutdownClient,
+            application_server: None,
+            key_partitioner: crate::KeyPartitioner::default(),
+            stream_threads: 1,
+            max_poll_records: 1000,
+        }
+    }
+}
+
+impl TasksConfig {
+    /// The commit interval.
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_millis(self.commit_interval_ms)
+    }
+
+    /// The cleanup delay.
+    pub fn state_cleanup_delay(&self) -> Duration {
+        Duration::from_millis(self.state_cleanup_delay_ms)
+    }
+
+    /// The request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+    /// The changelog configuration of `store` for task partition `partition`'s log, creating
+    /// topics with `partitions` partitions.
+    pub fn changelog_config(&self, store: &StoreSpec, partitions: u32) -> KafkaConfig {
+        KafkaConfig {
+            bootstrap_servers: self.bootstrap_servers.clone(),
+            application_id: self.application_id.clone(),
+            store_name: store.name.clone(),
+            partitions,
+            replication_factor: store.replication_factor.unwrap_or(self.replication_factor),
+            produce_timeout_ms: self.request_timeout_ms,
+            admin_timeout_ms: self.request_timeout_ms,
+            topic_properties: changelog_topic_properties(self, store),
+            properties: self.properties.clone(),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The configuration's checks and defaults.
+
+use std::collections::BTreeMap;
+
+use super::validate::{MIN_INSYNC, validate_group_instance_id};
+use super::*;
+
+fn valid() -> TasksConfig {
+    TasksConfig {
+        application_id: "app".into(),
+        input_topics: vec!["input".into()],
+        stores: vec![StoreSpec::new("counts", "memory")],
+        ..TasksConfig::default()
+    }
+}
+
+#[test]
+fn debug_hides_secret_properties() {
+    let config = TasksConfig {
+        properties: BTreeMap::from([
+            ("sasl.password".to_owned(), "hunter2".to_owned()),
+            ("sasl.username".to_owned(), "alice".to_owned()),
+        ]),
+        ..valid()
+    };
+    let printed = format!("{config:?}");
+    assert!(!printed.contains("hunter2"), "{printed}");
+    assert!(printed.contains("alice"), "{printed}");
+    assert!(printed.contains("max_poll_records"), "{printed}");
+}
+
+#[test]
+fn dead_letters_need_a_topic_that_is_not_an_input() {
+    let err = TasksConfig {
+        processing_error: ErrorAction::DeadLetter,
+        ..valid()
+    }
+    .validate()
+    .expect_err("no topic");
+    assert!(err.to_string().contains("dead_letter_topic"), "{err}");
+    let err = TasksConfig {
+        deserialization_error: ErrorAction::DeadLetter,
+        dead_letter_topic: Some("input".into()),
+        ..valid()
+    }
+    .validate()
+    .expect_err("an input topic");
+    assert!(err.to_string().contains("input topic"), "{err}");
+    TasksConfig {
+        deserialization_error: ErrorAction::DeadLetter,
+        dead_letter_topic: Some("failed".into()),
+        ..valid()
+    }
+    .validate()
+    .expect("a topic of its own");
+}
+
+#[test]
+fn application_ids_follow_kafka_streams() {
+    for good in ["a", "word-count_v1.2", "A9"] {
+        validate_application_id(good).expect(good);
+    }
+    for bad in ["", ".", "..", "a b", "a/b", "wörd", "a:b", "a\0"] {
+        let err = validate_application_id(bad).expect_err(bad);
+        assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("application_id"), "{err}");
+    }
+}
+
+#[test]
+fn validation_names_the_bad_option() {
+    valid().validate().expect("valid");
+    TasksConfig {
+        input_topics: vec!["clicks".into(), "views".into()],
+        ..valid()
+    }
+    .validate()
+    .expect("co-partitioned topics under range assignment");
+    let cases: Vec<(TasksConfig, &str)> = vec![
+        (
+            TasksConfig {
+                input_topics: vec![],
+                ..valid()
+            },
+            "no input topic",
+        ),
+        (
+            TasksConfig {
+                input_topics: vec!["a".into(), "b".into()],
+                assignment_strategy: AssignmentStrategy::CooperativeSticky,
+                ..valid()
+            },
+            "2 input topics are configured with assignment_strategy \"cooperative-sticky\"",
+        ),
+        (
+            TasksConfig {
+                input_topics: vec!["a".into(), "b".into(), "a".into()],
+                ..valid()
+            },
+            "input topic \"a\" is configured twice",
+        ),
+        (
+            TasksConfig {
+                input_topics: vec!["a".into(), "b/c".into()],
+                ..valid()
+            },
+            "\"b/c\" is not a Kafka topic name",
+        ),
+        (
+            TasksConfig {
+                input_topics: vec!["input".into(), "app-counts-changelog".into()],
+                ..valid()
+            },
+            "\"app-counts-changelog\" is the changelog topic of store \"counts\"",
+        ),
+        (
+            TasksConfig {
+                stores: vec![StoreSpec::new("s", "nope")],
+                ..valid()
+            },
+            "unknown backend",
+        ),
+        (
+            TasksConfig {
+                stores: vec![StoreSpec::new("s", "memory"), StoreSpec::new("s", "memory")],
+                ..valid()
+            },
+            "configured twice",
+        ),
+        (
+            TasksConfig {
+                heartbeat_interval_ms: 50_000,
+                ..valid()
+            },
+            "heartbeat_interval_ms",
+        ),
+        (
+            TasksConfig {
+                commit_interval_ms: 0,
+                ..valid()
+            },
+            "commit_interval_ms",
+        ),
+        (
+            TasksConfig {
+                restore_parallelism: 0,
+                ..valid()
+            },
+            "restore_parallelism",
+        ),
+    ];
+    for (config, expected) in cases {
+        let err = config.validate().expect_err(expected);
+        assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+}
+
+#[test]
+fn defaults_are_kafka_streams_defaults() {
+    let config = TasksConfig::default();
+    assert_eq!(config.commit_interval(), Duration::from_secs(30));
+    assert_eq!(config.num_standby_replicas, 0);
+    assert_eq!(config.state_cleanup_delay(), Duration::from_secs(600));
+}
+
+#[test]
+fn group_instance_ids_follow_kafka() {
+    for good in ["host-1", "a", "web_3.eu-west", &"i".repeat(249)] {
+        validate_group_instance_id(good).expect(good);
+    }
+    for bad in ["", "a b", "host/1", "wörd", "a:b", &"i".repeat(250)] {
+        let err = validate_group_instance_id(bad).expect_err(bad);
+        assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("group_instance_id"), "{err}");
+    }
+}
+
+#[test]
+fn changelogs_take_the_applications_min_insync_unless_the_store_names_one() {
+    let mut own = StoreSpec::new("own", "memory");
+    own.topic_properties.insert(MIN_INSYNC.into(), "1".into());
+    let config = TasksConfig {
+        min_insync_replicas: Some(2),
+        stores: vec![StoreSpec::new("counts", "memory"), own],
+        ..valid()
+    };
+    config.validate().expect("valid");
+    let properties = |store| {
+        config
+            .changelog_config(&config.stores[store], 1)
+            .topic_properties
+    };
+    assert_eq!(properties(0)[MIN_INSYNC], "2");
+    assert_eq!(properties(1)[MIN_INSYNC], "1");
+    let plain = valid();
+    let changelog = plain.changelog_config(&plain.stores[0], 1);
+    assert!(!changelog.topic_properties.contains_key(MIN_INSYNC));
+    assert_eq!(changelog.replication_factor, -1, "the broker's default");
+}
+
+#[test]
+fn min_insync_is_at_least_one_and_at_most_the_replicas() {
+    let mut two = StoreSpec::new("two", "memory");
+    two.replication_factor = Some(2);
+    let mut word = StoreSpec::new("word", "memory");
+    word.topic_properties
+        .insert(MIN_INSYNC.into(), "two".into());
+    let cases = [
+        (
+            TasksConfig {
+                min_insync_replicas: Some(0),
+                ..valid()
+            },
+            "min_insync_replicas must be at least 1",
+        ),
+        (
+            TasksConfig {
+                min_insync_replicas: Some(3),
+                stores: vec![two.clone()],
+                ..valid()
+            },
+            "store \"two\": min.insync.replicas 3 exceeds",
+        ),
+        (
+            TasksConfig {
+                stores: vec![word],
+                ..valid()
+            },
+            "not \"two\"",
+        ),
+    ];
+    for (config, expected) in cases {
+        let err = config.validate().expect_err(expected);
+        assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+    // With the broker's replication factor (-1) there is nothing to compare with.
+    TasksConfig {
+        min_insync_replicas: Some(3),
+        ..valid()
+    }
+    .validate()
+    .expect("unknown replication factor");
+}

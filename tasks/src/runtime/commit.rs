@@ -1,0 +1,180 @@
+//! Commits: every task's stores with its position, the tasks in parallel, then the group
+//! offsets; and what a timeout of the outputs or of a commit leads to (the tasks concerned
+//! go back to their last commit, the instance goes on).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use rdkafka::consumer::BaseConsumer;
+use store_api::{Error, ErrorKind, Result};
+
+use crate::TaskEventKind;
+use crate::runtime::shared::{GroupContext, Shared, commit_group};
+
+/// Answers an error of the outputs: a timeout (brokers slower than the produce timeout, or
+/// away, or a producer queue that stayed full) closes every task without committing and opens
+/// it again from its last commit, so that every record whose output may be lost is processed
+/// again; the instance goes on. Any other error is returned.
+///
+/// # Errors
+/// `err`, unless it is a `Timeout`.
+pub(crate) fn revive_on_timeout(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Arc<Shared>,
+    err: Error,
+) -> Result<()> {
+    if err.kind() != ErrorKind::Timeout {
+        return Err(err);
+    }
+    tracing::warn!(%err, "outputs timed out: every task goes back to its last commit");
+    let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+    shared.outputs.lock().forget_failures();
+    shared.revive(consumer, &partitions);
+    Ok(())
+}
+
+/// Revives every task when a rebalance callback found outputs lost (see
+/// [`revive_on_timeout`]).
+pub(crate) fn revive_if_outputs_lost(consumer: &BaseConsumer<GroupContext>, shared: &Arc<Shared>) {
+    if shared.outputs_lost.swap(false, Ordering::Relaxed) {
+        let lost = Error::Timeout("outputs timed out during a rebalance".to_owned());
+        let _ = revive_on_timeout(consumer, shared, lost);
+    }
+}
+
+/// [`Application::commit`] but for the cleanup: every task and then the group offsets. A
+/// task whose commit timed out is closed without committing and opened again.
+pub(crate) fn commit_tasks(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Arc<Shared>,
+) -> Result<()> {
+    if let Err(err) = shared.flush_outputs() {
+        return revive_on_timeout(consumer, shared, err);
+    }
+    let mut offsets = Vec::new();
+    let mut timed_out = Vec::new();
+    {
+        let mut tasks = shared.tasks.lock();
+        let mut fenced = Vec::new();
+        let mut first_error = None;
+        let due = tasks
+            .iter_mut()
+            .filter(|(_, task)| task.commit_due())
+            .map(|(&partition, task)| (partition, task));
+        let results = commit_in_parallel(due.collect(), |task| (task.id, task.commit()));
+        for (partition, (id, result)) in results {
+            match result {
+                Ok(committed) => offsets.extend(shared.group_offsets_of(partition, &committed)),
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    tracing::warn!(task = %id, %err, "task fenced by a newer owner: dropped as lost");
+                    fenced.push(partition);
+                }
+                Err(err) if err.kind() == ErrorKind::Timeout => {
+                    tracing::warn!(task = %id, %err, "task commit timed out");
+                    timed_out.push(partition);
+                }
+                Err(err) => first_error = first_error.or(Some(err)),
+            }
+        }
+        if let Some(err) = first_error {
+            return Err(err);
+        }
+        for partition in fenced {
+            if let Some(task) = tasks.remove(&partition) {
+                task.abandon();
+                shared.event(partition, TaskEventKind::Fenced);
+            }
+        }
+    }
+    shared.revive(consumer, &timed_out);
+    if let Err(err) = commit_group(consumer, &offsets) {
+        // The stores hold the positions; the group offset is a floor and for monitoring,
+        // and a commit racing a rebalance is refused. It is tried again at the next
+        // commit: otherwise a task with no new record would leave it behind for good.
+        tracing::warn!(%err, "committing the group offsets failed");
+        let mut tasks = shared.tasks.lock();
+        for (_, partition, _) in &offsets {
+            if let Some(task) = tasks.get_mut(partition) {
+                task.group_commit_failed();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `commit` on each of `tasks`, each on a thread of its own when there are several: a
+/// task's stores commit one after the other on its thread, as [`Task::commit`](crate::state::task::Task::commit) orders them,
+/// while the tasks' changelog appends, syncs (or broker acknowledgements) and checkpoint
+/// writes overlap. Returns each task's partition and outcome, in the order given; every task
+/// is committed whatever the others' outcomes.
+fn commit_in_parallel<T, R, F>(tasks: Vec<(u32, &mut T)>, commit: F) -> Vec<(u32, R)>
+where
+    T: Send,
+    R: Send,
+    F: Fn(&mut T) -> R + Sync,
+{
+    if tasks.len() <= 1 {
+        return tasks
+            .into_iter()
+            .map(|(partition, task)| (partition, commit(task)))
+            .collect();
+    }
+    let commit = &commit;
+    std::thread::scope(|scope| {
+        let mut tasks = tasks.into_iter();
+        let first = tasks.next();
+        let others: Vec<_> = tasks
+            .map(|(partition, task)| (partition, scope.spawn(move || commit(task))))
+            .collect();
+        let mut results: Vec<_> = first
+            .into_iter()
+            .map(|(partition, task)| (partition, commit(task)))
+            .collect();
+        for (partition, handle) in others {
+            match handle.join() {
+                Ok(result) => results.push((partition, result)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        results
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Condvar, Mutex};
+    use std::time::Duration;
+
+    use super::commit_in_parallel;
+
+    /// Every task's commit is under way at once: each waits (up to 10 s) until all are, which
+    /// commits made one after the other never reach.
+    #[test]
+    fn tasks_commit_at_the_same_time() {
+        let inside = (Mutex::new(0usize), Condvar::new());
+        let mut tasks = [10u32, 11, 12, 13];
+        let due = tasks
+            .iter_mut()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t))
+            .collect();
+        let results = commit_in_parallel(due, |task| {
+            let (count, all_in) = &inside;
+            let mut count = count.lock().expect("lock");
+            *count += 1;
+            all_in.notify_all();
+            let (count, timeout) = all_in
+                .wait_timeout_while(count, Duration::from_secs(10), |count| *count < 4)
+                .expect("lock");
+            drop(count);
+            *task += 1;
+            !timeout.timed_out()
+        });
+        assert_eq!(
+            results,
+            vec![(0, true), (1, true), (2, true), (3, true)],
+            "a commit waited for another to finish"
+        );
+        assert_eq!(tasks, [11, 12, 13, 14]);
+    }
+}

@@ -1,0 +1,265 @@
+//! The consumer group's rebalance callbacks, which start, commit and close tasks.
+//!
+//! librdkafka calls them from inside `BaseConsumer::poll`, on the application's own thread. On
+//! assignment they only start the new tasks' restores on a restore thread and pause their
+//! partitions (see the `restorer` module); the poll loop takes each task in once it is
+//! restored. On revocation they commit and close the revoked tasks. Errors are kept and
+//! returned by the next `poll` of the application.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
+use store_api::ErrorKind;
+
+use super::shared::*;
+use crate::TaskEventKind;
+use crate::group::topics::convert;
+use crate::runtime::restorer::Restoring;
+use statestore_changelog::kafka_util::retry;
+
+impl Shared {
+    /// Starts restoring the newly assigned tasks on a restore thread (see the `restorer`
+    /// module); a task still restoring from an earlier assignment is kept.
+    pub(super) fn assign(
+        self: &Arc<Self>,
+        consumer: &BaseConsumer<GroupContext>,
+        tpl: &TopicPartitionList,
+    ) {
+        let open: Vec<u32> = {
+            let tasks = self.tasks.lock();
+            let mut restorer = self.restorer.lock();
+            let mut open = Vec::new();
+            for partition in self.partitions_of(tpl) {
+                if tasks.contains_key(&partition) {
+                    continue;
+                }
+                match restorer.tasks.get_mut(&partition) {
+                    Some(restoring) => restoring.revoked = false,
+                    None => open.push(partition),
+                }
+            }
+            open
+        };
+        if open.is_empty() {
+            return;
+        }
+        if let Err(err) = self.check_co_partitioned(tpl, &open) {
+            self.fail(err);
+            return;
+        }
+        let floors = self.group_offsets(consumer, &open);
+        let done = {
+            let mut restorer = self.restorer.lock();
+            for &partition in &open {
+                let floors = (0..self.inputs.len())
+                    .map(|topic| floors.get(&(topic, partition)).copied())
+                    .collect();
+                let restoring = Restoring {
+                    revoked: false,
+                    floors,
+                    started: Instant::now(),
+                };
+                restorer.tasks.insert(partition, restoring);
+            }
+            restorer.reporter()
+        };
+        tracing::info!(tasks = ?open, "restoring assigned tasks");
+        self.spawn_restores(open, done);
+    }
+
+    /// Closes the tasks of `partitions` without committing and opens them again, restoring
+    /// their stores from their changelogs, as an assignment does: Kafka Streams' dirty close
+    /// and revival of a corrupted task. For tasks whose commit or outputs timed out: what they
+    /// processed since their last commit is processed again, and a record whose output was
+    /// lost is sent again.
+    pub(crate) fn revive(
+        self: &Arc<Self>,
+        consumer: &BaseConsumer<GroupContext>,
+        partitions: &[u32],
+    ) {
+        let mut revived = TopicPartitionList::new();
+        {
+            let mut tasks = self.tasks.lock();
+            for &partition in partitions {
+                let Some(task) = tasks.remove(&partition) else {
+                    continue;
+                };
+                tracing::warn!(task = %task.id, "task closed without committing, to open again");
+                task.abandon();
+                self.event(partition, TaskEventKind::Lost);
+                for input in &self.inputs {
+                    revived.add_partition(input, partition_id(partition));
+                }
+            }
+        }
+        if revived.count() > 0 {
+            self.assign(consumer, &revived);
+            self.pause_restoring(consumer, &revived);
+        }
+    }
+
+    /// Pauses the partitions of the tasks still restoring, which `assign` just assigned: they
+    /// are resumed at each task's own position once it is restored.
+    pub(super) fn pause_restoring(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        tpl: &TopicPartitionList,
+    ) {
+        let restoring = self.restorer.lock().wanted();
+        let mut paused = TopicPartitionList::new();
+        for input in &self.inputs {
+            for &partition in &restoring {
+                if tpl.find_partition(input, partition_id(partition)).is_some() {
+                    paused.add_partition(input, partition_id(partition));
+                }
+            }
+        }
+        if paused.count() > 0
+            && let Err(err) = consumer.pause(&paused)
+        {
+            self.fail(convert("pausing the partitions of restoring tasks", err));
+        }
+    }
+
+    /// The group's committed offsets of `partitions` of every input topic, by (topic index,
+    /// partition); empty when they cannot be read. A coordinator that moved or is down is
+    /// waited for, up to the request timeout.
+    pub(super) fn group_offsets(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        partitions: &[u32],
+    ) -> BTreeMap<(usize, u32), u64> {
+        let mut tpl = TopicPartitionList::new();
+        for input in &self.inputs {
+            for &partition in partitions {
+                tpl.add_partition(input, partition_id(partition));
+            }
+        }
+        let committed = retry(
+            "reading the group offsets",
+            self.config.request_timeout(),
+            |timeout| consumer.committed_offsets(tpl.clone(), timeout),
+        );
+        let committed = match committed {
+            Ok(committed) => committed,
+            Err(err) => {
+                tracing::warn!(%err, "reading the group offsets failed; using the tasks' own");
+                return BTreeMap::new();
+            }
+        };
+        committed
+            .elements()
+            .iter()
+            .filter_map(|elem| match elem.offset() {
+                Offset::Offset(o) => Some((
+                    (
+                        self.topic_index(elem.topic())?,
+                        u32::try_from(elem.partition()).ok()?,
+                    ),
+                    u64::try_from(o).ok()?,
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Commits and closes the revoked tasks, or closes them without committing when the
+    /// assignment was lost.
+    pub(super) fn revoke(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
+        // A revoked task commits only once its outputs are acknowledged.
+        let flushed = self.flush_outputs();
+        let lost = consumer.assignment_lost() || flushed.is_err();
+        match flushed {
+            Ok(()) => {}
+            Err(err) if err.kind() == ErrorKind::Timeout => {
+                // The revoked tasks close uncommitted; the others go back to their last
+                // commit at the next poll.
+                tracing::warn!(%err, "outputs timed out while tasks were revoked");
+                self.outputs_lost.store(true, Ordering::Relaxed);
+            }
+            Err(err) => self.fail(err),
+        }
+        for partition in self.partitions_of(tpl) {
+            if let Some(restoring) = self.restorer.lock().tasks.get_mut(&partition) {
+                restoring.revoked = true;
+                continue;
+            }
+            let Some(task) = self.tasks.lock().remove(&partition) else {
+                continue;
+            };
+            if lost || task.is_poisoned() {
+                // A task whose processor failed holds part of a record: never committed.
+                tracing::warn!(task = %task.id, "task lost: closed without committing");
+                task.abandon();
+                self.event(partition, TaskEventKind::Lost);
+                continue;
+            }
+            match task.close() {
+                Ok(committed) => {
+                    let offsets = self.group_offsets_of(partition, &committed);
+                    if let Err(err) = commit_group(consumer, &offsets) {
+                        // The state holds the position; the group offset is only a floor.
+                        tracing::warn!(%err, partition, "committing the group offset failed");
+                    }
+                }
+                Err(err) if err.kind() == ErrorKind::Fenced => {
+                    tracing::warn!(partition, %err, "revoked task was fenced by a newer owner");
+                    self.event(partition, TaskEventKind::Fenced);
+                    continue;
+                }
+                Err(err) => self.fail(err),
+            }
+            self.event(partition, TaskEventKind::Revoked);
+        }
+    }
+}
+
+impl ClientContext for GroupContext {
+    /// librdkafka's statistics (every `statistics.interval.ms`): each task's lag, the records
+    /// of its input partitions past the consumer's position.
+    fn stats(&self, statistics: Statistics) {
+        for (&partition, task) in self.shared.tasks.lock().iter() {
+            let lags: Option<Vec<i64>> = self
+                .shared
+                .inputs
+                .iter()
+                .map(|input| {
+                    let stats = statistics
+                        .topics
+                        .get(input)?
+                        .partitions
+                        .get(&partition_id(partition))?;
+                    // librdkafka says -1 while it does not know.
+                    (stats.consumer_lag >= 0).then_some(stats.consumer_lag)
+                })
+                .collect();
+            if let Some(lags) = lags {
+                #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
+                task.metrics.lag.set(lags.iter().sum::<i64>() as f64);
+            }
+        }
+    }
+}
+
+impl ConsumerContext for GroupContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let _span = tracing::info_span!("rebalance").entered();
+        self.shared.rebalances.fetch_add(1, Ordering::Relaxed);
+        self.shared.lifecycle.to(crate::AppState::Rebalancing);
+        match rebalance {
+            Rebalance::Assign(tpl) => self.shared.assign(consumer, tpl),
+            Rebalance::Revoke(tpl) => self.shared.revoke(consumer, tpl),
+            Rebalance::Error(err) => tracing::warn!(%err, "rebalance error"),
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            self.shared.pause_restoring(consumer, tpl);
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Restored tasks taken in by the poll loop: each is opened on a restore thread (see the
+//! `restorer` module), then sought to its position and resumed here; one whose restore timed
+//! out is restored again, and a standby copy of it is retired first.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+use statestore_changelog::TaskId;
+use store_api::{Error, ErrorKind, Result};
+
+use super::shared::*;
+use crate::TaskEventKind;
+use crate::group::topics::convert;
+use crate::runtime::restorer::{Restored, Restoring};
+use crate::state::task::Task;
+
+impl Shared {
+    /// Opens and restores the tasks of `partitions`, `restore_parallelism` at a time, and
+    /// reports each one to `done` as soon as it is ready.
+    pub(super) fn open_tasks(&self, partitions: &[u32], done: &Sender<Restored>) {
+        let next = AtomicUsize::new(0);
+        let threads = self.config.restore_parallelism.min(partitions.len());
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    while let Some(&partition) =
+                        partitions.get(next.fetch_add(1, Ordering::Relaxed))
+                    {
+                        let id = TaskId::new(0, partition);
+                        self.promote_standby(partition);
+                        let mut listener = Locked(&self.listener);
+                        let task = Task::open(
+                            &self.state,
+                            &self.config,
+                            &self.clients,
+                            id,
+                            self.partitions,
+                            &mut listener,
+                        );
+                        if let Err(std::sync::mpsc::SendError((_, Ok(task)))) =
+                            done.send((partition, task))
+                        {
+                            // Nobody waits any more: the application is gone.
+                            task.abandon();
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// Opens and restores the tasks of `partitions` on a restore thread, reporting to `done`.
+    pub(super) fn spawn_restores(self: &Arc<Self>, partitions: Vec<u32>, done: Sender<Restored>) {
+        let shared = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("statestore-restore".into())
+            .spawn(move || shared.open_tasks(&partitions, &done));
+        if let Err(err) = spawned {
+            self.fail(Error::io("starting a restore thread", err));
+        }
+    }
+
+    /// Starts the restore of task `partition` again, after one that timed out (no broker
+    /// answered within the request timeout): its partitions stay paused meanwhile.
+    pub(super) fn restore_again(self: &Arc<Self>, partition: u32, restoring: Restoring) {
+        let done = {
+            let mut restorer = self.restorer.lock();
+            let again = Restoring {
+                started: Instant::now(),
+                ..restoring
+            };
+            restorer.tasks.insert(partition, again);
+            restorer.reporter()
+        };
+        self.spawn_restores(vec![partition], done);
+    }
+
+    /// Takes in every task whose restore finished: seeks its partitions to its position,
+    /// calls `split` with it (which may move its records to queues of their own before they
+    /// are fetched), and resumes them. A
+    /// task revoked meanwhile is closed instead. A task whose partitions librdkafka has not
+    /// started fetching yet (it still reads the group's offsets of a new assignment, which a
+    /// task without logged stores can outrun) waits for the next call.
+    ///
+    /// # Errors
+    /// The first failed restore (one that timed out is started again instead), or a seek or
+    /// resume librdkafka refuses.
+    pub(crate) fn finish_restores(
+        self: &Arc<Self>,
+        consumer: &Arc<BaseConsumer<GroupContext>>,
+        split: &mut dyn FnMut(&Task),
+    ) -> Result<()> {
+        let mut waiting = Vec::new();
+        let taken = self.take_in_restored(consumer, split, &mut waiting);
+        let mut restorer = self.restorer.lock();
+        for (partition, restoring, task) in waiting {
+            restorer.put_back(partition, restoring, task);
+        }
+        taken
+    }
+
+    /// [`finish_restores`](Shared::finish_restores), leaving the tasks that wait in `waiting`.
+    fn take_in_restored(
+        self: &Arc<Self>,
+        consumer: &Arc<BaseConsumer<GroupContext>>,
+        split: &mut dyn FnMut(&Task),
+        waiting: &mut Vec<(u32, Restoring, Task)>,
+    ) -> Result<()> {
+        loop {
+            let Some((restoring, (partition, task))) = self.restorer.lock().next_done() else {
+                return Ok(());
+            };
+            let Some(restoring) = restoring.filter(|restoring| !restoring.revoked) else {
+                // Revoked while it restored: its new owner may have fenced it meanwhile, so a
+                // failed restore is no error of this instance's.
+                match task {
+                    Ok(task) => task.abandon(),
+                    Err(err) => tracing::info!(partition, %err, "a revoked task's restore failed"),
+                }
+                tracing::info!(partition, "restored a task revoked meanwhile: closed");
+                continue;
+            };
+            let mut task = match task {
+                Ok(task) => task,
+                Err(err) if err.kind() == ErrorKind::Timeout => {
+                    tracing::warn!(partition, %err, "a task's restore timed out: restoring it again");
+                    self.restore_again(partition, restoring);
+                    continue;
+                }
+                // A task still assigned here that another owner fenced while it restored: two
+                // owners at once, which stops this instance rather than leave the task
+                // paused.
+                Err(err) => return Err(err),
+            };
+            let resumed = match self.seek_to_position(consumer, &restoring, &mut task)? {
+                Sought::All(resumed) => resumed,
+                Sought::NotFetching => {
+                    tracing::debug!(task = %task.id, "partitions not fetched yet; seeking later");
+                    waiting.push((partition, restoring, task));
+                    continue;
+                }
+                Sought::Lost => {
+                    // librdkafka took the partition away while the task restored, before this
+                    // instance saw a revocation (a member past max.poll.interval.ms loses its
+                    // assignment at once): the task is not this instance's to process.
+                    tracing::info!(task = %task.id, "a restored task's partition is no longer assigned here: closed");
+                    task.abandon();
+                    continue;
+                }
+            };
+            // Before the resume (the partitions are paused, so nothing is fetched from the
+            // position yet): every record from the position on can reach the task's own queues.
+            split(&task);
+            consumer
+                .resume(&resumed)
+                .map_err(|err| convert("resuming a restored task's partitions", err))?;
+            let restored = task.restored();
+            tracing::info!(task = %task.id, next = ?task.next_offsets(), ?restored, "task assigned");
+            let next_offsets = self
+                .inputs
+                .iter()
+                .zip(task.next_offsets())
+                .filter_map(|(input, next)| Some((input.clone(), (*next)?)))
+                .collect();
+            self.event(
+                partition,
+                TaskEventKind::Assigned {
+                    restored,
+                    next_offset: task.next_offset(0),
+                    next_offsets,
+                    restore_time: restoring.started.elapsed(),
+                },
+            );
+            self.tasks.lock().insert(partition, task);
+        }
+    }
+
+    /// Seeks each input partition of the restored `task` to the task's position (the group
+    /// offset for a topic it never committed state for, else the earliest).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a position beyond Kafka's range; a seek librdkafka refuses for a
+    /// partition still assigned here and being fetched, or one that does not answer within
+    /// the request timeout.
+    fn seek_to_position(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        restoring: &Restoring,
+        task: &mut Task,
+    ) -> Result<Sought> {
+        let partition = task.id.partition;
+        let doing = "seeking to a restored task's position";
+        // Where the task holds no position (it never committed state for a topic), the
+        // group's offset, if any, is the floor; the group's offsets may also lag the stores'
+        // positions (a group commit refused while the group rebalanced), which the next
+        // commit brings up to the positions.
+        task.start_from(&restoring.floors);
+        let mut wanted = TopicPartitionList::new();
+        for (topic, input) in self.inputs.iter().enumerate() {
+            let offset = match task.next_offset(topic).map(i64::try_from) {
+                Some(Ok(offset)) => Offset::Offset(offset),
+                Some(Err(_)) => {
+                    return Err(Error::invalid(format!(
+                        "task {} holds an offset beyond Kafka's range",
+                        task.id
+                    )));
+                }
+                None => Offset::Beginning,
+            };
+            wanted
+                .add_partition_offset(input, partition_id(partition), offset)
+                .map_err(|err| convert(doing, err))?;
+        }
+        let sought = consumer
+            .seek_partitions(wanted, self.config.request_timeout())
+            .map_err(|err| convert(doing, err))?;
+        for elem in sought.elements() {
+            match elem.error() {
+                Ok(()) => {}
+                Err(_) if !still_assigned(consumer, elem.topic(), partition) => {
+                    return Ok(Sought::Lost);
+                }
+                // librdkafka starts fetching a newly assigned partition once it has read the
+                // group's offset; until then it refuses to seek it (`Local: Erroneous state`).
+                Err(err) if err.rdkafka_error_code() == Some(RDKafkaErrorCode::State) => {
+                    return Ok(Sought::NotFetching);
+                }
+                Err(err) => return Err(convert(doing, err)),
+            }
+        }
+        Ok(Sought::All(sought))
+    }
+
+    /// Waits up to `timeout` for the restores in flight and closes what they restored.
+    pub(crate) fn abandon_restores(&self, timeout: std::time::Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let done = self.restorer.lock().next_done();
+            match done {
+                Some((_, (_, Ok(task)))) => task.abandon(),
+                Some((_, (_, Err(err)))) => tracing::warn!(%err, "a restore failed on close"),
+                None if self.restorer.lock().tasks.is_empty() => return,
+                None if Instant::now() >= deadline => {
+                    tracing::warn!("restores still running on close are left to finish");
+                    return;
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// Closes the standby copy of `partition`, whose task is about to be restored here: the
+    /// task then restores only what its copy lacks. Runs on the restore thread, not in a
+    /// rebalance callback, as it waits for a catch-up of the copy in flight.
+    ///
+    /// No copy of the task is open afterwards: a copy the standby thread dropped was closed
+    /// before its slot left the map, the task's restore was registered in
+    /// [`restorer`](Shared::restorer) before this thread started, and the standby thread
+    /// adds no slot for a task restoring here (under the map's lock, see `app::standbys`).
+    /// So the task opens its stores after every copy of them closed.
+    pub(super) fn promote_standby(&self, partition: u32) {
+        let Some(slot) = self.standbys.lock().remove(&partition) else {
+            return;
+        };
+        match slot.retire(&self.queries) {
+            Ok(replayed) => tracing::info!(task = %slot.id(), replayed, "promoting standby"),
+            Err(err) => tracing::warn!(%err, partition, "closing a promoted standby"),
+        }
+    }
+}
+
+/// What seeking a restored task's partitions to its position came to.
+enum Sought {
+    /// Every partition was sought: these are to be resumed.
+    All(TopicPartitionList),
+    /// librdkafka does not fetch some partition yet: seek again later.
+    NotFetching,
+    /// Some partition is no longer assigned here.
+    Lost,
+}
