@@ -15,10 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{Offset, TopicPartitionList};
 use statestore_operator_stores::Json;
 use statestore_tasks::handlers::DEAD_LETTER_HEADERS;
 use statestore_tasks::{
@@ -141,59 +138,6 @@ fn produce_pairs(bootstrap: &str, topic: &str, records: &[(String, String)]) -> 
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
     placed
-}
-
-/// Every record of `topic`: key, value and headers.
-type Read = (Option<String>, Option<String>, Vec<(String, String)>);
-
-fn read_topic(bootstrap: &str, topic: &str) -> Vec<Read> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique("reader"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut assignment = TopicPartitionList::new();
-    let mut ends = BTreeMap::new();
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
-    let partitions = metadata
-        .topics()
-        .first()
-        .map_or(0, |t| t.partitions().len());
-    for partition in 0..partitions {
-        let partition = i32::try_from(partition).expect("small");
-        let (_, high) = consumer
-            .fetch_watermarks(topic, partition, Duration::from_secs(10))
-            .expect("watermarks");
-        ends.insert(partition, high);
-        assignment
-            .add_partition_offset(topic, partition, Offset::Beginning)
-            .expect("assign");
-    }
-    consumer.assign(&assignment).expect("assign");
-    let mut read = Vec::new();
-    let mut at: BTreeMap<i32, i64> = ends.keys().map(|&p| (p, 0)).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while at.iter().any(|(p, &o)| o < ends[p]) && Instant::now() < deadline {
-        let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) else {
-            continue;
-        };
-        at.insert(message.partition(), message.offset() + 1);
-        let text = |bytes: Option<&[u8]>| bytes.map(|b| String::from_utf8_lossy(b).into_owned());
-        let headers = message
-            .headers()
-            .map(|headers| {
-                headers
-                    .iter()
-                    .map(|h| (h.key.to_owned(), text(h.value).unwrap_or_default()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        read.push((text(message.key()), text(message.payload()), headers));
-    }
-    read
 }
 
 /// Counts the word, sends `<partition>:<offset>` to `output`, then, while `failing` is on,

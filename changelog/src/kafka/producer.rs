@@ -77,10 +77,17 @@ impl ProducerContext for DeliveryContext {
                     message.partition()
                 );
                 tracing::warn!("{what}");
-                let timeout = err
-                    .rdkafka_error_code()
-                    .is_some_and(super::error::is_timeout);
-                deliveries.reported(Some((what, timeout)));
+                // A timeout, or a purge after another call's failed append retired the
+                // producer: the brokers did not refuse the record, sent again it may well
+                // be delivered.
+                let again = err.rdkafka_error_code().is_some_and(|code| {
+                    super::error::is_timeout(code)
+                        || matches!(
+                            code,
+                            RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight
+                        )
+                });
+                deliveries.reported(Some((what, again)));
             }
         }
     }
@@ -424,8 +431,9 @@ struct DeliveryState {
     in_flight: u64,
     failed: u64,
     first_failure: Option<String>,
-    /// Every failure since the last [`Deliveries::forget_failures`] was a timeout: the same
-    /// records sent again may well be delivered.
+    /// Every failure since the last [`Deliveries::forget_failures`] was a timeout (or a purge
+    /// of the producer after another call timed out): the same records sent again may well be
+    /// delivered.
     only_timeouts: bool,
 }
 
@@ -459,7 +467,8 @@ impl Deliveries {
     }
 
     /// Whether every failure since the last [`forget_failures`](Deliveries::forget_failures)
-    /// was a timeout (false when none failed).
+    /// was a timeout, or a purge of the producer after another call timed out (false when
+    /// none failed).
     pub fn only_timeouts(&self) -> bool {
         let state = self.state.lock();
         state.first_failure.is_some() && state.only_timeouts

@@ -16,8 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog};
 use statestore_tasks::{POSITION_KEY, ProcessorContext, StoreSpec, TasksConfig};
 use store_api::BatchOp;
@@ -208,4 +210,58 @@ pub fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(50));
     }
     done()
+}
+
+/// A record read back: its key, value and headers, as text.
+pub type Read = (Option<String>, Option<String>, Vec<(String, String)>);
+
+/// Every record of `topic`, read from the start of each partition to its end.
+pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<Read> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("reader"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let partitions = metadata
+        .topics()
+        .first()
+        .map_or(0, |t| t.partitions().len());
+    for partition in 0..partitions {
+        let partition = i32::try_from(partition).expect("small");
+        let (_, high) = consumer
+            .fetch_watermarks(topic, partition, Duration::from_secs(10))
+            .expect("watermarks");
+        ends.insert(partition, high);
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("assign");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let mut read = Vec::new();
+    let mut at: BTreeMap<i32, i64> = ends.keys().map(|&p| (p, 0)).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at.iter().any(|(p, &o)| o < ends[p]) && Instant::now() < deadline {
+        let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        at.insert(message.partition(), message.offset() + 1);
+        let text = |bytes: Option<&[u8]>| bytes.map(|b| String::from_utf8_lossy(b).into_owned());
+        let headers = message
+            .headers()
+            .map(|headers| {
+                headers
+                    .iter()
+                    .map(|h| (h.key.to_owned(), text(h.value).unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        read.push((text(message.key()), text(message.payload()), headers));
+    }
+    read
 }
