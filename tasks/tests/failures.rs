@@ -19,7 +19,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_operator_stores::Json;
 use statestore_tasks::handlers::DEAD_LETTER_HEADERS;
 use statestore_tasks::{
-    Application, ErrorAction, ProcessorContext, TasksConfig, UncaughtErrorPolicy,
+    AppState, Application, ErrorAction, ProcessorContext, TasksConfig, UncaughtErrorPolicy,
 };
 use support::*;
 
@@ -392,4 +392,70 @@ fn poll_refuses_several_stream_threads() {
     assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument, "{err}");
     assert!(err.to_string().contains("run_tasks"), "{err}");
     app.close().expect("close");
+}
+
+/// The state listener hears an application's life: rebalancing until the group assigned its
+/// tasks, running, then pending shutdown and not running when it closes; and `Error` when a
+/// processor failure stops it.
+#[test]
+fn the_state_listener_hears_running_closing_and_errors() {
+    let Some(bootstrap) = bootstrap("the_state_listener_hears_running_closing_and_errors") else {
+        return;
+    };
+    let setup = Setup::new(&bootstrap, "states", 200);
+    let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let listen = |app: &Application| {
+        let sink = std::sync::Arc::clone(&heard);
+        app.set_state_listener(move |new, old| sink.lock().push((old, new)));
+    };
+    let failing = AtomicBool::new(false);
+    let mut processor = word_count(&setup.output, &failing, true);
+    let mut app = Application::new(setup.config(1)).expect("application");
+    listen(&app);
+    assert_eq!(app.state(), AppState::Created);
+    let running = wait_until(Duration::from_secs(60), || {
+        app.poll(Duration::from_millis(50), &mut processor)
+            .expect("poll");
+        app.state() == AppState::Running
+    });
+    assert!(running, "never running: {:?}", heard.lock());
+    app.close().expect("close");
+    let changes = std::mem::take(&mut *heard.lock());
+    assert_eq!(
+        changes.first(),
+        Some(&(AppState::Created, AppState::Rebalancing))
+    );
+    assert!(
+        changes.contains(&(AppState::Rebalancing, AppState::Running)),
+        "{changes:?}"
+    );
+    assert_eq!(
+        changes[changes.len() - 2..],
+        [
+            (AppState::Running, AppState::PendingShutdown),
+            (AppState::PendingShutdown, AppState::NotRunning)
+        ],
+        "{changes:?}"
+    );
+
+    // On topics of its own, the poison record panics: the application goes to Error, then
+    // closes.
+    drop(app);
+    let setup = Setup::new(&bootstrap, "states-error", 200);
+    let mut processor = word_count(&setup.output, &failing, true);
+    failing.store(true, Ordering::Relaxed);
+    let mut app = Application::new(setup.config(1)).expect("application");
+    listen(&app);
+    let failed = wait_until(Duration::from_secs(60), || {
+        app.poll(Duration::from_millis(50), &mut processor).is_err()
+    });
+    assert!(failed, "the poison record did not stop the application");
+    assert_eq!(app.state(), AppState::Error);
+    app.close().expect("close");
+    assert_eq!(app.state(), AppState::NotRunning);
+    let changes = heard.lock().clone();
+    assert!(
+        changes.iter().any(|&(_, new)| new == AppState::Error),
+        "{changes:?}"
+    );
 }
