@@ -122,19 +122,11 @@ fn produce_pairs(bootstrap: &str, topic: &str, records: &[(String, String)]) -> 
         let offset = next.entry(partition).or_insert(0u64);
         placed.push(format!("{partition}:{offset}"));
         *offset += 1;
-        let mut record = BaseRecord::to(topic)
+        let record = BaseRecord::to(topic)
             .key(key.as_bytes())
             .payload(value.as_bytes())
             .partition(partition);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    record = back;
-                }
-            }
-        }
+        send_waiting(&producer, record);
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
     placed

@@ -105,22 +105,22 @@ pub fn produce(
         let word = word(i);
         let partition = partition_of(&word, partitions);
         *expected.entry(word.clone()).or_insert(0) += 1;
-        let mut record = BaseRecord::to(topic)
+        let record = BaseRecord::to(topic)
             .key(word.as_bytes())
             .payload(word.as_bytes())
             .partition(partition);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    record = back;
-                }
-            }
-        }
+        send_waiting(&producer, record);
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
     expected
+}
+
+/// Queues `record` on `producer`, serving delivery reports while its queue is full.
+pub fn send_waiting(producer: &BaseProducer, mut record: BaseRecord<'_, [u8], [u8]>) {
+    while let Err((_, back)) = producer.send(record) {
+        producer.poll(Duration::from_millis(10));
+        record = back;
+    }
 }
 
 pub fn partition_of(word: &str, partitions: u32) -> i32 {
