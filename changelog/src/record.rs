@@ -207,6 +207,26 @@ pub trait Changelog: Send + Sync + Debug + 'static {
     /// records: framing keeps a torn commit from being applied.
     fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>>;
 
+    /// Appends `ops` as [`append_framed`](Changelog::append_framed) does, inside the open
+    /// transaction of the writer's transactional producer (beginning it if none is open).
+    /// A reader that reads committed records only (every reader of a Kafka changelog) sees
+    /// them once that transaction commits, and never if it aborts; the end offset it reads
+    /// up to stops before them while the transaction is open. The records are acknowledged,
+    /// not committed, when this returns: the owner of the transaction commits it.
+    ///
+    /// # Errors
+    /// `Unsupported` for a log without transactions (the default, and a Kafka log whose
+    /// clients are not transactional); otherwise as [`append_framed`](Changelog::append_framed).
+    /// After an error the transaction must be aborted.
+    fn append_transactional(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
+        let _ = (ops, framing);
+        Err(Error::Unsupported(format!(
+            "changelog {}/{} has no transactions",
+            self.topic(),
+            self.partition()
+        )))
+    }
+
     /// Appends `ops` unframed (each record ends a commit of its own) and returns the offsets
     /// they were given (empty for no ops).
     ///

@@ -247,3 +247,83 @@ fn commit_fails_while_the_broker_is_down_and_the_run_resumes_without_loss() {
         broker.log(1)
     );
 }
+
+/// A commit prepared in a transaction reaches the store only once the transaction commits;
+/// after an abort neither the store, nor its checkpoint, nor a restore of the changelog (read
+/// committed, stepping over the transactions' control records) holds any of it.
+#[test]
+fn a_commit_prepared_in_an_aborted_transaction_is_never_restored() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use statestore_changelog::KafkaClients;
+
+    let Some(bootstrap) = kafka_support::bootstrap("a_commit_prepared_in_an_aborted_transaction")
+    else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "counts");
+    let clients = KafkaClients::new(&kafka).expect("clients");
+    clients
+        .set_transactional(&kafka_support::unique("txn"), Duration::from_secs(10))
+        .expect("transactional");
+    let group: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", kafka_support::unique("txn-group"))
+        .create()
+        .expect("consumer");
+    let group = group.group_metadata().expect("group metadata");
+    let offsets = rdkafka::TopicPartitionList::new();
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDirectory::open(dir.path(), &kafka.application_id).expect("state dir");
+    let task = state.task(TaskId::new(0, 0)).expect("task dir");
+    let redb = statestore::factory("redb").expect("redb");
+    let inner = task
+        .open_store(redb, &kafka.store_name, &serde_json::Value::Null)
+        .expect("redb store");
+    let log = clients.open(kafka.clone(), 0).expect("kafka log");
+    let checkpoint = Arc::clone(task.checkpoint());
+    let store = LoggedStore::open(
+        inner,
+        Arc::new(log),
+        checkpoint,
+        LoggedStoreConfig::default(),
+    )
+    .expect("logged store");
+    store.fence().expect("fence");
+
+    for value in [b"1", b"2"] {
+        store.put(b"kept", value).expect("put");
+        assert!(store.prepare_commit().expect("prepare"));
+        assert_ne!(
+            store.inner().get(b"kept").expect("get").as_deref(),
+            Some(&value[..]),
+            "nothing reaches the store before its transaction commits"
+        );
+        clients
+            .commit_transaction(&offsets, &group)
+            .expect("commit");
+        store.apply_prepared().expect("apply");
+        assert_eq!(
+            store.inner().get(b"kept").expect("get").as_deref(),
+            Some(&value[..])
+        );
+    }
+    let topic = store.changelog().topic().to_owned();
+    let held = store.checkpoint().get(&topic, 0);
+    store.put(b"aborted", b"x").expect("put");
+    store.put(b"kept", b"aborted").expect("put");
+    assert!(store.prepare_commit().expect("prepare"));
+    clients.abort_transaction();
+    assert_eq!(
+        store.inner().get(b"kept").expect("get"),
+        Some(b"2".to_vec())
+    );
+    assert_eq!(store.inner().get(b"aborted").expect("get"), None);
+    assert_eq!(store.checkpoint().get(&topic, 0), held);
+    store.abandon().expect("abandon");
+
+    // Elsewhere, a restore from the changelog holds the committed value only.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = Machine::open(elsewhere.path(), &kafka, &mut Counting::default());
+    assert_eq!(copy.store.get(b"kept").expect("get"), Some(b"2".to_vec()));
+    assert_eq!(copy.store.get(b"aborted").expect("get"), None);
+}

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rdkafka::ClientConfig;
+use rdkafka::TopicPartitionList;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, Producer};
 use store_api::{Error, Result};
@@ -22,6 +23,7 @@ use super::config::{self, KafkaConfig};
 use super::error::convert;
 use super::producer::{self, Deliveries, Delivery, PolledProducer};
 use super::readers::ReaderPool;
+use super::transactions::Transactions;
 
 /// The Kafka clients of one process, shared by every [`KafkaLog`] opened through them.
 ///
@@ -60,6 +62,9 @@ struct Inner {
     topics: Mutex<HashMap<String, usize>>,
     /// Producers created so far.
     producers_created: AtomicU64,
+    /// Set once by [`KafkaClients::set_transactional`]: the transactional producer that
+    /// carries the caller's records and the transactional appends.
+    transactions: std::sync::OnceLock<Transactions>,
 }
 
 impl KafkaClients {
@@ -82,6 +87,7 @@ impl KafkaClients {
                 admin: Mutex::new(None),
                 topics: Mutex::new(HashMap::new()),
                 producers_created: AtomicU64::new(0),
+                transactions: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -244,6 +250,81 @@ impl KafkaClients {
         &self.inner.base
     }
 
+    /// Makes these clients transactional: from now on the caller's records
+    /// ([`send`](KafkaClients::send), [`send_record`](KafkaClients::send_record)) and every
+    /// [`append_transactional`](crate::Changelog::append_transactional) of their logs go
+    /// through one transactional producer with `transactional_id`, in a transaction begun at
+    /// the first of them after a [`commit_transaction`](KafkaClients::commit_transaction) or
+    /// [`abort_transaction`](KafkaClients::abort_transaction); `timeout` is its
+    /// `transaction.timeout.ms` (the brokers abort a transaction left open longer). Other
+    /// appends stay on the idempotent producer. The id must be stable across restarts of
+    /// the owner, so a restart fences its previous incarnation at once, and unique among
+    /// the live owners.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when these clients are transactional already.
+    pub fn set_transactional(&self, transactional_id: &str, timeout: Duration) -> Result<()> {
+        self.inner
+            .transactions
+            .set(Transactions::new(transactional_id.to_owned(), timeout))
+            .map_err(|_| Error::invalid("the kafka clients are transactional already"))
+    }
+
+    /// Whether [`set_transactional`](KafkaClients::set_transactional) made these clients
+    /// transactional.
+    pub fn is_transactional(&self) -> bool {
+        self.inner.transactions.get().is_some()
+    }
+
+    /// The transactional producer with a transaction open on it.
+    pub(super) fn transaction_producer(&self) -> Result<Arc<PolledProducer>> {
+        let Some(transactions) = self.inner.transactions.get() else {
+            return Err(Error::Unsupported(
+                "the kafka clients are not transactional".to_owned(),
+            ));
+        };
+        transactions.begun(&self.inner.base)
+    }
+
+    /// Commits the open transaction with `offsets` (the next offset to consume of each
+    /// input partition) committed to the consumer group of `group` in it: Kafka's
+    /// `sendOffsetsToTransaction` then `commitTransaction`. Once it returns, every record
+    /// of the transaction is visible to readers of committed records. Does nothing on
+    /// clients that are not transactional, or with no transaction open and no offsets.
+    ///
+    /// # Errors
+    /// The transaction is aborted before the error returns: `Fenced` when a newer producer
+    /// of the transactional id or a newer generation of the group fenced this one (the
+    /// caller's tasks may belong to another member now); `Timeout` when the brokers did not
+    /// answer in time; `Backend` when a record of the transaction failed; `InvalidArgument`
+    /// when transactions fail for good (unsupported, not authorized).
+    pub fn commit_transaction(
+        &self,
+        offsets: &TopicPartitionList,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        match self.inner.transactions.get() {
+            Some(transactions) => transactions.commit(&self.inner.base, offsets, group),
+            None => Ok(()),
+        }
+    }
+
+    /// Aborts the open transaction, if any: none of its records or offsets will ever be
+    /// visible to readers of committed records.
+    pub fn abort_transaction(&self) {
+        if let Some(transactions) = self.inner.transactions.get() {
+            transactions.abort();
+        }
+    }
+
+    /// Drops the transactional producer, aborting its open transaction, if any; the next
+    /// transactional record starts a new one. For an owner that stops.
+    pub fn close_transactions(&self) {
+        if let Some(transactions) = self.inner.transactions.get() {
+            transactions.close();
+        }
+    }
+
     /// Queues a record to `topic` on the shared producer, in the partition librdkafka's
     /// partitioner picks, and returns at once; `deliveries` learns whether it was delivered.
     /// [`send_record`](KafkaClients::send_record) with only a topic, a key and a value.
@@ -268,7 +349,8 @@ impl KafkaClients {
         self.send_record(record, deliveries)
     }
 
-    /// Queues `record` on the shared producer and returns at once; `deliveries` learns
+    /// Queues `record` on the shared producer (the transactional one, in its open
+    /// transaction, on transactional clients) and returns at once; `deliveries` learns
     /// whether it was delivered. Waits while librdkafka's queue is full, up to the produce
     /// timeout.
     ///
@@ -285,7 +367,10 @@ impl KafkaClients {
             timestamp,
             headers,
         } = record;
-        let producer = self.producer()?;
+        let producer = match self.inner.transactions.get() {
+            Some(transactions) => transactions.begun(&self.inner.base)?,
+            None => self.producer()?,
+        };
         let deadline = Instant::now() + self.inner.produce_timeout;
         let mut record: BaseRecord<'_, [u8], [u8], Arc<Delivery>> =
             BaseRecord::with_opaque_to(topic, Arc::new(Delivery::Send(Arc::clone(deliveries))));
@@ -330,6 +415,15 @@ impl KafkaClients {
         producer
             .flush(self.inner.produce_timeout + producer::LIBRDKAFKA_TIMEOUT_MARGIN)
             .map_err(|err| convert("flushing the producer", err))
+    }
+
+    /// Whether a transaction is open on the transactional producer (false on clients that
+    /// are not transactional).
+    pub fn transaction_open(&self) -> bool {
+        self.inner
+            .transactions
+            .get()
+            .is_some_and(Transactions::is_open)
     }
 
     /// How many producers these clients created: 1 while no append failed, 0 while nothing

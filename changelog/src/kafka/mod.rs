@@ -13,7 +13,14 @@
 //!   of room for the record's framing; keep the topic's `max.message.bytes` (which counts
 //!   a whole record batch) about 1 KiB larger.
 //! - Reads assign the partition to a consumer at the wanted offset (no consumer group, no
-//!   offset commits); start and end offsets are the partition's watermarks.
+//!   offset commits), reading committed records only (`isolation.level=read_committed`):
+//!   start and end offsets are the partition's low watermark and last stable offset, and
+//!   the records of an aborted transaction, and the transactions' control records, leave
+//!   gaps in the offsets read.
+//! - With transactional clients ([`KafkaClients::set_transactional`]),
+//!   [`append_transactional`](Changelog::append_transactional) appends inside the owner's
+//!   open transaction; every other append (a fence, the repair of an abandoned commit) stays
+//!   on the idempotent producer, outside any transaction.
 //!
 //! The API is synchronous: librdkafka runs its own threads, `append` waits on a condition
 //! variable signalled by the delivery callback, and the admin client's futures are driven by
@@ -27,6 +34,7 @@ mod producer;
 mod reader;
 mod readers;
 mod retry;
+mod transactions;
 mod wire;
 
 use std::fmt;
@@ -190,6 +198,16 @@ impl Changelog for KafkaLog {
             self.clients.retire(producer);
         }
         result
+    }
+
+    /// On the clients' transactional producer (see
+    /// [`KafkaClients::set_transactional`]); `Unsupported` when they have none.
+    fn append_transactional(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {
+        let appender = self.appender.lock();
+        appender.check_sizes(ops)?;
+        let producer = self.clients.transaction_producer()?;
+        // A failure is the transaction's: its owner aborts it, which drops these records.
+        appender.append(&producer, ops, framing, self.epoch.load(Ordering::Relaxed))
     }
 
     fn set_writer_epoch(&self, epoch: u64) -> Result<()> {

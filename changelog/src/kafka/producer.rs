@@ -182,15 +182,22 @@ fn offset_range(lowest: i64, highest: i64, count: usize) -> Range<u64> {
 /// # Errors
 /// `InvalidArgument` for a property librdkafka refuses.
 pub fn new_producer(base: &ClientConfig, timeout: Duration) -> Result<PolledProducer> {
+    new_producer_with(base, timeout + LIBRDKAFKA_TIMEOUT_MARGIN)
+}
+
+/// Creates an idempotent `acks=all` producer from `base` whose records time out after
+/// `message_timeout` (`message.timeout.ms`).
+///
+/// # Errors
+/// `InvalidArgument` for a property librdkafka refuses.
+pub fn new_producer_with(base: &ClientConfig, message_timeout: Duration) -> Result<PolledProducer> {
     let mut config = base.clone();
     config
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set(
             "message.timeout.ms",
-            (timeout + LIBRDKAFKA_TIMEOUT_MARGIN)
-                .as_millis()
-                .to_string(),
+            message_timeout.as_millis().to_string(),
         );
     let producer: BaseProducer<DeliveryContext> = config
         .create_with_context(DeliveryContext)

@@ -34,7 +34,12 @@ fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "true")
-        .set("auto.offset.reset", "earliest");
+        .set("auto.offset.reset", "earliest")
+        // librdkafka's default, named because restores depend on it: an aborted
+        // transaction's records are never returned, and the end of the partition (its
+        // watermark and end-of-partition event) is the last stable offset, below any
+        // transaction still open.
+        .set("isolation.level", "read_committed");
     config
         .create()
         .map_err(|err| convert("creating the kafka consumer", err))

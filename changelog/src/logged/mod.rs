@@ -188,10 +188,22 @@ pub struct LoggedStore {
     fenced_keys: Mutex<BTreeSet<Vec<u8>>>,
     /// The record bytes committed since the store was last flushed and checkpointed.
     unflushed: Mutex<u64>,
+    /// A commit appended in a transaction by [`prepare_commit`](LoggedStore::prepare_commit),
+    /// not yet applied to the store.
+    prepared: Mutex<Option<Prepared>>,
 }
 
-/// How often a fence reads its log again, 50 ms apart, until it sees its own commit.
-const CATCH_UP_ATTEMPTS: u32 = 200;
+/// The writes of a commit appended inside a transaction, and the offsets they got.
+struct Prepared {
+    frozen: Arc<buffer::Frozen>,
+    offsets: Range<u64>,
+}
+
+/// How often a fence reads its log again, 50 ms apart, until it sees its own commit: up to
+/// a minute, as a previous owner's transaction left open on the log (a paused process) keeps
+/// its last stable offset, which readers of committed records stop at, below the fence until
+/// the brokers abort it, after its `transaction.timeout.ms`.
+const CATCH_UP_ATTEMPTS: u32 = 1200;
 
 /// How often `open` restores again when another writer keeps committing meanwhile.
 const OPEN_ATTEMPTS: u32 = 5;
@@ -293,6 +305,7 @@ impl LoggedStore {
             fence: Mutex::new(None),
             fenced_keys: Mutex::new(BTreeSet::new()),
             unflushed: Mutex::new(0),
+            prepared: Mutex::new(None),
         };
         // A writer that committed while this store restored (a previous owner not yet aware
         // that it lost the partition) is caught up with by restoring again.
@@ -404,6 +417,7 @@ impl LoggedStore {
     pub fn commit_staged(&self) -> Result<()> {
         self.check_open()?;
         let _one_at_a_time = self.commit_lock.lock();
+        self.check_nothing_prepared()?;
         let Some(frozen) = self.buffer.write().freeze() else {
             return Ok(());
         };
@@ -417,12 +431,93 @@ impl LoggedStore {
         result
     }
 
+    /// The first half of a commit whose records go in a transaction (see
+    /// [`Changelog::append_transactional`]): appends the buffered writes, framed as one
+    /// commit, inside the log's open transaction, and keeps them, readable, until
+    /// [`apply_prepared`](LoggedStore::apply_prepared) writes them to the store once the
+    /// transaction committed. Nothing reaches the store or the checkpoint before: if the
+    /// transaction aborts, the store and its checkpoint hold the last committed state, and
+    /// the owner closes the store with [`abandon`](LoggedStore::abandon) (which drops the
+    /// prepared writes) and opens it again, which restores only what committed transactions
+    /// added. Returns whether anything was appended.
+    ///
+    /// The writer's fence is checked by `apply_prepared`, not here: the log's readers cannot
+    /// read the records of an open transaction. Before that, the brokers fence a stale
+    /// owner's transaction (its producer epoch, its consumer group generation).
+    ///
+    /// # Errors
+    /// `Closed`; `InvalidArgument` while a prepared commit is not applied yet; `Unsupported`
+    /// for a log without transactions; an error of the append, after which the writes stay
+    /// buffered and the transaction must be aborted.
+    pub fn prepare_commit(&self) -> Result<bool> {
+        self.check_open()?;
+        let _one_at_a_time = self.commit_lock.lock();
+        self.check_nothing_prepared()?;
+        let Some(frozen) = self.buffer.write().freeze() else {
+            return Ok(false);
+        };
+        match self.log.append_transactional(&frozen, Framing::Commit) {
+            Ok(offsets) => {
+                *self.prepared.lock() = Some(Prepared { frozen, offsets });
+                Ok(true)
+            }
+            Err(err) => {
+                drop(frozen);
+                self.buffer.write().finish_commit(false);
+                Err(err)
+            }
+        }
+    }
+
+    /// The second half of a commit [`prepare_commit`](LoggedStore::prepare_commit) began,
+    /// once its transaction committed: checks that no newer writer fenced this one (as a
+    /// commit does), writes the prepared writes to the store and checkpoints them when the
+    /// [`CheckpointPolicy`] says so (staged, as [`commit_staged`](LoggedStore::commit_staged)
+    /// does). Does nothing without a prepared commit.
+    ///
+    /// # Errors
+    /// `Closed`; `Fenced` when a newer writer fenced the log before the transaction's
+    /// records (every reader ignores them; the store closes without them); or an error of
+    /// the store or the checkpoint: as after a failed
+    /// [`commit`](LoggedStore::commit), the writes stay readable over whatever part of them
+    /// the store took, and only a reopen (a restore of the committed log) makes the store
+    /// whole.
+    pub fn apply_prepared(&self) -> Result<()> {
+        self.check_open()?;
+        let _one_at_a_time = self.commit_lock.lock();
+        let Some(Prepared { frozen, offsets }) = self.prepared.lock().take() else {
+            return Ok(());
+        };
+        let result = self.apply(&frozen, &offsets);
+        drop(frozen);
+        self.buffer.write().finish_commit(result.is_ok());
+        self.commit_failed.store(result.is_err(), Ordering::Release);
+        result
+    }
+
+    /// Writes the prepared `ops`, committed at `offsets`, to the store, as `persist` does
+    /// after its append. The fence is checked first, now that the records are visible: a
+    /// transaction's control record may sit between this writer's last append and these.
+    fn apply(&self, ops: &[BatchOp], offsets: &Range<u64>) -> Result<()> {
+        let stale = self.check_not_fenced(offsets, ops.len() + 1, 1)?;
+        // As in `persist`: the writes are read from the buffer until the commit ends.
+        self.store.write_ops_non_atomic(ops)?;
+        let mut bytes = record_bytes(ops);
+        let mut last = offsets.end.saturating_sub(1);
+        if !stale.is_empty() {
+            let (rewritten, rewritten_bytes) = self.rewrite(stale)?;
+            last = rewritten.end.saturating_sub(1);
+            bytes += rewritten_bytes;
+        }
+        self.committed(last, bytes)
+    }
+
     /// The three steps of a commit. The log and the store only borrow the frozen writes, so
     /// nothing is copied here: each copies them once into its own format.
     fn persist(&self, ops: &[BatchOp]) -> Result<()> {
         let offsets = self.log.append_framed(ops, Framing::Commit)?;
         self.log.sync()?;
-        let stale = self.check_not_fenced(&offsets, ops.len() + 1)?;
+        let stale = self.check_not_fenced(&offsets, ops.len() + 1, 0)?;
         // Readers see `ops` in the buffer until the commit ends and a crash replays them from
         // the log after the checkpoint, so the store's write need not be atomic.
         self.store.write_ops_non_atomic(ops)?;
@@ -522,7 +617,7 @@ impl LoggedStore {
         let offsets = self.log.append_framed(&ops, Framing::Commit)?;
         self.log.sync()?;
         // The keys' values are already in the store: nothing is applied.
-        let _ = self.check_not_fenced(&offsets, ops.len() + 1)?;
+        let _ = self.check_not_fenced(&offsets, ops.len() + 1, 0)?;
         Ok((offsets, record_bytes(&ops)))
     }
 
@@ -738,7 +833,15 @@ impl LoggedStore {
     /// writer's records mean this one is fenced: the append is ignored by every reader, so it
     /// must not reach the store either, and the store closes. Returns the keys of records
     /// older, fenced writers appended meanwhile (empty without a fence or another writer).
-    fn check_not_fenced(&self, offsets: &Range<u64>, count: usize) -> Result<BTreeSet<Vec<u8>>> {
+    /// Up to `gap` offsets before `offsets` may be taken by something other than a record (a
+    /// transaction's control record) without a read: a newer writer's fence takes at least
+    /// two.
+    fn check_not_fenced(
+        &self,
+        offsets: &Range<u64>,
+        count: usize,
+        gap: u64,
+    ) -> Result<BTreeSet<Vec<u8>>> {
         let mut fence = self.fence.lock();
         let Some(Fence {
             epoch,
@@ -749,7 +852,8 @@ impl LoggedStore {
         };
         let consecutive = usize::try_from(offsets.end - offsets.start).ok() == Some(count);
         let mut stale = BTreeSet::new();
-        if offsets.start == expected_start && consecutive {
+        let in_place = (expected_start..=expected_start + gap).contains(&offsets.start);
+        if in_place && consecutive {
             *fence = Some(Fence {
                 epoch,
                 expected_start: offsets.end,
@@ -800,6 +904,7 @@ impl LoggedStore {
     pub fn discard_uncommitted(&self) -> Result<()> {
         let _no_commit_in_flight = self.commit_lock.lock();
         self.check_open()?;
+        self.check_nothing_prepared()?;
         if self.commit_failed.load(Ordering::Acquire) {
             return Err(Error::invalid(format!(
                 "the writes buffered for changelog {}/{} cannot be dropped: the last commit \
@@ -812,8 +917,8 @@ impl LoggedStore {
         Ok(())
     }
 
-    /// Closes without committing: writes buffered since the last commit are dropped and
-    /// nothing more reaches the changelog. For a task whose partition was lost to another
+    /// Closes without committing: writes buffered since the last commit, and a prepared
+    /// commit not applied, are dropped and nothing more reaches the changelog. For a task whose partition was lost to another
     /// instance, which may already be writing to the same changelog partition.
     ///
     /// # Errors
@@ -823,6 +928,7 @@ impl LoggedStore {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        *self.prepared.lock() = None;
         *self.buffer.write() = WriteBuffer::default();
         self.store.close()
     }
@@ -844,6 +950,19 @@ impl LoggedStore {
         drop(buffer);
         self.commit()?;
         Ok(self.buffer.write())
+    }
+
+    /// `InvalidArgument` while a commit appended in a transaction waits for
+    /// [`apply_prepared`](LoggedStore::apply_prepared) (or a reopen, if it aborted).
+    fn check_nothing_prepared(&self) -> Result<()> {
+        if self.prepared.lock().is_some() {
+            return Err(Error::invalid(format!(
+                "changelog {}/{}: a commit prepared in a transaction is not applied yet",
+                self.log.topic(),
+                self.log.partition()
+            )));
+        }
+        Ok(())
     }
 
     fn check_open(&self) -> Result<()> {

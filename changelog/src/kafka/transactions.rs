@@ -1,0 +1,239 @@
+//! The transactional producer of a [`KafkaClients`](super::KafkaClients): Kafka's
+//! exactly-once path, for an owner that commits outputs, changelog records and consumed
+//! offsets as one transaction (Kafka Streams' `exactly_once_v2`).
+//!
+//! One producer with a `transactional.id` stable across restarts: its first use calls
+//! `init_transactions`, which fences every earlier producer of that id (a previous
+//! incarnation of the process) and aborts its open transaction at once. A transaction begins
+//! at the first record after a commit or an abort, so an idle owner holds none open. A
+//! fatal error (a newer producer of the id fenced this one) or a failed abort drops the
+//! producer; the next record starts a new one, whose `init_transactions` aborts whatever the
+//! old one left open.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rdkafka::ClientConfig;
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::ConsumerGroupMetadata;
+use rdkafka::error::{KafkaError, RDKafkaError};
+use rdkafka::producer::Producer;
+use rdkafka::types::RDKafkaErrorCode;
+use store_api::{Error, Result};
+
+use super::error::convert;
+use super::producer::{self, PolledProducer};
+
+/// The transactional producer and whether a transaction is open on it.
+pub(super) struct Transactions {
+    transactional_id: String,
+    timeout: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    producer: Option<Arc<PolledProducer>>,
+    open: bool,
+}
+
+impl Transactions {
+    /// Transactions of producers with `transactional_id`, each aborted by the brokers when
+    /// not committed within `timeout` (`transaction.timeout.ms`).
+    pub(super) fn new(transactional_id: String, timeout: Duration) -> Transactions {
+        Transactions {
+            transactional_id,
+            timeout,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The producer, with a transaction open on it: created (and its transactions
+    /// initialized) at the first call, and after a fatal error dropped the previous one.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a property librdkafka refuses; as
+    /// [`commit`](Transactions::commit) for `init_transactions` or `begin_transaction`.
+    pub(super) fn begun(&self, base: &ClientConfig) -> Result<Arc<PolledProducer>> {
+        let mut state = self.state.lock();
+        let producer = match &state.producer {
+            Some(producer) => Arc::clone(producer),
+            None => {
+                let created = Arc::new(self.create(base)?);
+                state.producer = Some(Arc::clone(&created));
+                created
+            }
+        };
+        if !state.open {
+            if let Err(err) = producer.begin_transaction() {
+                return Err(self.failed(&mut state, "beginning a transaction", err));
+            }
+            state.open = true;
+        }
+        Ok(producer)
+    }
+
+    fn create(&self, base: &ClientConfig) -> Result<PolledProducer> {
+        let mut config = base.clone();
+        // librdkafka refuses a message timeout beyond the transaction's: a record not
+        // delivered by then fails the transaction anyway.
+        config
+            .set("transactional.id", &self.transactional_id)
+            .set("transaction.timeout.ms", millis(self.timeout));
+        let producer = producer::new_producer_with(&config, self.timeout)?;
+        producer
+            .init_transactions(self.timeout)
+            .map_err(|err| classify("initializing the transactions", err))?;
+        tracing::debug!(
+            transactional_id = self.transactional_id,
+            "transactions initialized"
+        );
+        Ok(producer)
+    }
+
+    /// Whether a transaction is open: records were sent since the last commit or abort.
+    pub(super) fn is_open(&self) -> bool {
+        self.state.lock().open
+    }
+
+    /// Adds `offsets` (the next offset of each consumed partition) to the open transaction
+    /// as the consumer group of `group` commits them, then commits the transaction. With no
+    /// transaction open and no offsets, does nothing; offsets alone commit a transaction of
+    /// their own.
+    ///
+    /// # Errors
+    /// The transaction is aborted (or its producer dropped, which aborts it) before the
+    /// error returns, and nothing of it is visible to a reader of committed records:
+    /// `Fenced` when a newer producer of the transactional id, or the group (a generation
+    /// this member is no longer part of), fenced it; `Timeout` when the brokers did not
+    /// answer in time; `Backend` for another abortable error (a record the brokers refused);
+    /// `InvalidArgument` for a fatal one that another producer would meet as well
+    /// (transactions unsupported or not authorized).
+    pub(super) fn commit(
+        &self,
+        base: &ClientConfig,
+        offsets: &TopicPartitionList,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        if offsets.count() == 0 && !self.is_open() {
+            return Ok(());
+        }
+        let producer = self.begun(base)?;
+        let mut state = self.state.lock();
+        let committed = if offsets.count() > 0 {
+            producer.send_offsets_to_transaction(offsets, group, self.timeout)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| producer.commit_transaction(self.timeout));
+        match committed {
+            Ok(()) => {
+                state.open = false;
+                Ok(())
+            }
+            Err(err) => Err(self.failed(&mut state, "committing the transaction", err)),
+        }
+    }
+
+    /// Aborts the open transaction, if any: its records are never visible to a reader of
+    /// committed records. A producer whose abort fails is dropped (the next one's
+    /// `init_transactions` aborts the transaction).
+    pub(super) fn abort(&self) {
+        let mut state = self.state.lock();
+        if !state.open {
+            return;
+        }
+        state.open = false;
+        let Some(producer) = state.producer.clone() else {
+            return;
+        };
+        if let Err(err) = producer.abort_transaction(self.timeout) {
+            tracing::warn!(%err, "aborting the transaction failed: the producer is dropped");
+            retire(&mut state);
+        }
+    }
+
+    /// Answers a failed transactional call: an abortable error aborts the transaction, any
+    /// other drops the producer. Returns the error, classified.
+    fn failed(&self, state: &mut State, doing: &str, err: KafkaError) -> Error {
+        let abortable = matches!(&err, KafkaError::Transaction(e) if e.txn_requires_abort());
+        let aborted = abortable
+            && state
+                .producer
+                .as_ref()
+                .is_some_and(|producer| producer.abort_transaction(self.timeout).is_ok());
+        if !aborted {
+            retire(state);
+        }
+        state.open = false;
+        let error = classify(doing, err);
+        tracing::warn!(%error, aborted, "transaction failed");
+        error
+    }
+
+    /// Drops the producer (on a thread of its own: its drop waits for purged records), which
+    /// the brokers then treat as gone: its open transaction is aborted by the next
+    /// producer's `init_transactions`, or when it times out.
+    pub(super) fn close(&self) {
+        retire(&mut self.state.lock());
+    }
+}
+
+fn retire(state: &mut State) {
+    state.open = false;
+    if let Some(producer) = state.producer.take() {
+        producer::purge(&producer);
+        let spawned = thread::Builder::new()
+            .name("kafka-txn-producer-retire".to_owned())
+            .spawn(move || drop(producer));
+        if let Err(err) = spawned {
+            tracing::debug!(%err, "no thread to retire the producer on; it was dropped in place");
+        }
+    }
+}
+
+fn millis(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+/// The error of a failed transactional call, by what the owner does next: `Fenced` (another
+/// owner took over: rejoin), `Timeout` (try again), `InvalidArgument` (fatal for any
+/// producer of this configuration), `Backend` (abortable: process again).
+fn classify(doing: &str, err: KafkaError) -> Error {
+    let Some(txn) = transaction_error(&err) else {
+        return convert(doing, err);
+    };
+    let fenced = matches!(
+        txn.code(),
+        RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+            | RDKafkaErrorCode::InvalidProducerIdMapping
+            | RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::FencedInstanceId
+            | RDKafkaErrorCode::IllegalGeneration
+            | RDKafkaErrorCode::UnknownMemberId
+            | RDKafkaErrorCode::RebalanceInProgress
+    );
+    if fenced {
+        return Error::Fenced(format!("kafka, while {doing}: {err}"));
+    }
+    if txn.is_fatal() {
+        return Error::invalid(format!(
+            "kafka's transactions failed for good while {doing}: {err} (do the brokers support \
+             transactions, and is the transactional id authorized?)"
+        ));
+    }
+    if txn.is_retriable() || super::error::is_timeout(txn.code()) {
+        return Error::Timeout(format!("kafka, while {doing}: {err}"));
+    }
+    convert(doing, err)
+}
+
+fn transaction_error(err: &KafkaError) -> Option<&RDKafkaError> {
+    match err {
+        KafkaError::Transaction(txn) => Some(txn),
+        _ => None,
+    }
+}
