@@ -56,8 +56,8 @@ mod state;
 
 pub use config::StoreKind;
 pub use config::{
-    AssignmentStrategy, ErrorAction, ProductionErrorPolicy, StoreSpec, TasksConfig,
-    UncaughtErrorPolicy, validate_application_id,
+    AssignmentStrategy, ErrorAction, ProcessingGuarantee, ProductionErrorPolicy, StoreSpec,
+    TasksConfig, UncaughtErrorPolicy, validate_application_id,
 };
 pub use group::partitioner::{KeyPartitioner, murmur2};
 pub use group::topics::create_topic;

@@ -130,10 +130,12 @@ impl<'a> TaskContext<'a> {
         }
     }
 
-    /// Sends a record to `topic` once the processor returns. Outputs are at least once: they
-    /// are flushed before each commit, which fails if one was not acknowledged (see
-    /// [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)), and a record processed again
-    /// after a crash sends its outputs again.
+    /// Sends a record to `topic` once the processor returns. Under `at_least_once` outputs
+    /// are at least once: they are flushed before each commit, which fails if one was not
+    /// acknowledged (see [`ProductionErrorPolicy`](crate::ProductionErrorPolicy)), and a
+    /// record processed again after a crash sends its outputs again. Under
+    /// `exactly_once_v2` they go in the commit's transaction: a `read_committed` reader sees
+    /// each once (see [`ProcessingGuarantee`](crate::ProcessingGuarantee)).
     ///
     /// A keyed record goes to the partition of its key (see [`OutputRecord`]);
     /// [`send_record`](TaskContext::send_record) also sets headers, a partition or a

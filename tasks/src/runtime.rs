@@ -5,6 +5,7 @@
 
 mod batch;
 mod commit;
+mod exactly_once;
 mod failures;
 pub mod handlers;
 pub(crate) mod lifecycle;
@@ -115,6 +116,10 @@ impl Application {
             .map(|store| KafkaClients::new(&config.changelog_config(store, 1)))
             .ok_or_else(|| Error::invalid("no store is configured"))??;
         let partitions = topics::prepare(&clients, &config)?;
+        if config.exactly_once() {
+            let id = exactly_once::transactional_id(&config, &state)?;
+            clients.set_transactional(&id, config.transaction_timeout())?;
+        }
         let tasks = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
         let rebalances = Arc::new(AtomicU64::new(0));
         let queries = Arc::new(QueryState::new(
@@ -145,6 +150,7 @@ impl Application {
             )),
             restorer: Mutex::new(Restorer::new()),
             outputs_lost: AtomicBool::new(false),
+            migrated: AtomicBool::new(false),
             queries,
             config,
         });
@@ -197,7 +203,10 @@ impl Application {
 
     /// Answers a failure of the processor (see [`failures::handle`]).
     fn handle_failure(&self, failure: Failure) -> Result<()> {
-        failures::handle(&self.consumer, &self.shared, &*self.handler, failure)
+        let partition = failure.task.partition;
+        failures::handle(&self.consumer, &self.shared, &*self.handler, failure)?;
+        exactly_once::abort_after_rewind(&self.consumer, &self.shared, partition);
+        Ok(())
     }
 
     /// The number of tasks: the input topics' partition count.
@@ -472,7 +481,7 @@ impl Application {
         self.shared.queries.close();
         self.shared
             .abandon_restores(self.shared.config.request_timeout());
-        let flushed = self.flush_outputs();
+        let flushed = self.shared.commit_before_close(&self.consumer);
         let tasks = std::mem::take(&mut *self.shared.tasks.lock());
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
         let mut first_error = flushed.err();
@@ -509,10 +518,6 @@ impl Application {
         // dropped and closes, and then it skips LeaveGroup for a static member (KIP-345).
         self.consumer.unsubscribe();
         first_error.map_or(Ok(()), Err)
-    }
-
-    fn flush_outputs(&mut self) -> Result<()> {
-        self.shared.flush_outputs()
     }
 }
 

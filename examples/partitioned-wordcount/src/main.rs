@@ -33,8 +33,8 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, TaskId};
 use statestore_tasks::{
-    Application, KeyPartitioner, POSITION_KEY, ProcessorContext, ProcessorPool, StoreHandle,
-    StoreSpec, TaskEventKind, TaskKv, TasksConfig,
+    Application, KeyPartitioner, POSITION_KEY, ProcessingGuarantee, ProcessorContext,
+    ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
 };
 use store_api::{BatchOp, Error, Result};
 
@@ -148,6 +148,17 @@ enum Command {
         /// The longest a metadata, topic or produce request waits (default 30 s).
         #[arg(long)]
         request_timeout_ms: Option<u64>,
+        /// at_least_once or exactly_once_v2 (one Kafka transaction per commit).
+        #[arg(long, default_value = "at_least_once", value_parser = parse_guarantee)]
+        processing_guarantee: ProcessingGuarantee,
+        /// Send one record per input record to this topic: key the word, value
+        /// `<partition>:<offset>` of the input record.
+        #[arg(long)]
+        output_topic: Option<String>,
+        /// Under exactly_once_v2, abort the transaction of the Nth commit after its records
+        /// were sent, before it commits (abort tests).
+        #[arg(long)]
+        abort_in_commit: Option<u64>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -240,7 +251,17 @@ fn run(command: Command) -> Result<()> {
             min_insync_replicas,
             group_instance_id,
             request_timeout_ms,
+            processing_guarantee,
+            output_topic,
+            abort_in_commit,
         } => {
+            if let Some(nth) = abort_in_commit {
+                fail::cfg(
+                    "transaction-before-commit",
+                    &format!("{}*off->1*return", nth - 1),
+                )
+                .map_err(Error::invalid)?;
+            }
             if let Some((nth, ms)) = stall_in_record {
                 fail::cfg("process-record", &format!("{}*off->1*sleep({ms})", nth - 1))
                     .map_err(Error::invalid)?;
@@ -278,6 +299,7 @@ fn run(command: Command) -> Result<()> {
                 min_insync_replicas,
                 group_instance_id,
                 request_timeout_ms: request_timeout_ms.unwrap_or(defaults.request_timeout_ms),
+                processing_guarantee,
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;
@@ -290,7 +312,7 @@ fn run(command: Command) -> Result<()> {
                 config,
                 stop_on_stdin_eof,
                 server.map(|(server, _)| server),
-                work,
+                (work, output_topic),
             )
         }
         Command::Counts {
@@ -420,6 +442,15 @@ fn parse_partitioner(text: &str) -> std::result::Result<KeyPartitioner, String> 
     }
 }
 
+/// `at_least_once` or `exactly_once_v2`, as in a configuration file.
+fn parse_guarantee(text: &str) -> std::result::Result<ProcessingGuarantee, String> {
+    match text {
+        "at_least_once" => Ok(ProcessingGuarantee::AtLeastOnce),
+        "exactly_once_v2" => Ok(ProcessingGuarantee::ExactlyOnceV2),
+        _ => Err("expected at_least_once or exactly_once_v2".into()),
+    }
+}
+
 /// `N:MS` of `--stall-in-record`.
 fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
     let (nth, ms) = text.split_once(':').ok_or("expected N:MS")?;
@@ -452,7 +483,7 @@ fn instance(
     config: TasksConfig,
     stop_on_stdin_eof: bool,
     server: Option<tiny_http::Server>,
-    work: Duration,
+    (work, output_topic): (Duration, Option<String>),
 ) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     if stop_on_stdin_eof {
@@ -480,6 +511,7 @@ fn instance(
     // or restart ends for the task.
     let mut pool = ProcessorPool::new(|task: TaskId| {
         let handles = handles.clone();
+        let output_topic = output_topic.clone();
         let mut first = true;
         move |ctx: &mut ProcessorContext<'_>| {
             if std::mem::take(&mut first) {
@@ -490,6 +522,10 @@ fn instance(
                 while started.elapsed() < work {
                     std::hint::spin_loop();
                 }
+            }
+            if let Some(topic) = &output_topic {
+                let value = format!("{}:{}", ctx.partition(), ctx.offset());
+                ctx.send(topic, ctx.key(), Some(value.as_bytes()));
             }
             count(ctx, &handles)
         }
@@ -528,6 +564,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
             restore_time,
             ..
         } => {
+            let wiped = restored.iter().any(|(_, outcome)| outcome.wiped);
             let restored: Vec<String> = restored
                 .iter()
                 .map(|(store, outcome)| {
@@ -535,10 +572,11 @@ fn report(event: &statestore_tasks::TaskEvent) {
                 })
                 .collect();
             eprintln!(
-                "assigned {} at offset {next_offset:?} at {} ms (restored {} in {} ms)",
+                "assigned {} at offset {next_offset:?} at {} ms (restored {}{} in {} ms)",
                 event.task,
                 unix_ms(),
                 restored.join(", "),
+                if wiped { ", wiped" } else { "" },
                 restore_time.as_millis()
             );
         }

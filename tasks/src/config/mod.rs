@@ -14,7 +14,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use statestore_changelog::KafkaConfig;
 
-pub use policies::{AssignmentStrategy, ErrorAction, ProductionErrorPolicy, UncaughtErrorPolicy};
+pub use policies::{
+    AssignmentStrategy, ErrorAction, ProcessingGuarantee, ProductionErrorPolicy,
+    UncaughtErrorPolicy,
+};
 pub use store::{StoreKind, StoreSpec};
 pub(crate) use validate::changelog_topic_properties;
 pub use validate::validate_application_id;
@@ -114,6 +117,17 @@ pub struct TasksConfig {
     /// [`poll_tasks`](crate::Application::poll_tasks) takes from the consumer and processes
     /// before it commits (when due) and polls again. Default 1000 (Kafka's).
     pub max_poll_records: usize,
+    /// Kafka Streams' `processing.guarantee`: `at_least_once` (the default) or
+    /// `exactly_once_v2` (one Kafka transaction per commit; see [`ProcessingGuarantee`]).
+    pub processing_guarantee: ProcessingGuarantee,
+    /// `transaction.timeout.ms` of the transactional producer under `exactly_once_v2`: the
+    /// brokers abort a transaction not committed within it, which bounds how long a paused
+    /// or dead owner's open transaction holds back readers of committed records (and a new
+    /// owner's fence). A commit must end within it: a task commits at the latest when a
+    /// store buffers `commit_bytes`, so a transaction holds at most about that much per
+    /// store and task. At most the brokers' `transaction.max.timeout.ms` (15 minutes by
+    /// default). Default 10 000 (Kafka Streams' under exactly-once).
+    pub transaction_timeout_ms: u64,
 }
 
 impl std::fmt::Debug for TasksConfig {
@@ -146,6 +160,8 @@ impl std::fmt::Debug for TasksConfig {
             .field("key_partitioner", &self.key_partitioner)
             .field("stream_threads", &self.stream_threads)
             .field("max_poll_records", &self.max_poll_records)
+            .field("processing_guarantee", &self.processing_guarantee)
+            .field("transaction_timeout_ms", &self.transaction_timeout_ms)
             .finish()
     }
 }
@@ -198,6 +214,8 @@ impl Default for TasksConfig {
             key_partitioner: crate::KeyPartitioner::default(),
             stream_threads: 1,
             max_poll_records: 1000,
+            processing_guarantee: ProcessingGuarantee::AtLeastOnce,
+            transaction_timeout_ms: 10_000,
         }
     }
 }
@@ -216,6 +234,16 @@ impl TasksConfig {
     /// The request timeout.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// The transaction timeout.
+    pub fn transaction_timeout(&self) -> Duration {
+        Duration::from_millis(self.transaction_timeout_ms)
+    }
+
+    /// Whether commits are Kafka transactions (`exactly_once_v2`).
+    pub fn exactly_once(&self) -> bool {
+        self.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2
     }
     /// The changelog configuration of `store` for task partition `partition`'s log, creating
     /// topics with `partitions` partitions.

@@ -80,3 +80,23 @@ impl AssignmentStrategy {
         }
     }
 }
+
+/// What an application's outputs and state survive, as Kafka Streams' `processing.guarantee`.
+/// Either way a task's state is exactly once: its input position commits with its stores
+/// and a new owner fences the old one's changelogs. See "Guarantees" in the README.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessingGuarantee {
+    /// Outputs at least once: a crash between an output and the commit after it sends the
+    /// output again when the record is processed again. No transaction: works with any
+    /// broker, and costs nothing beyond the commit. Kafka Streams' `at_least_once`.
+    #[default]
+    AtLeastOnce,
+    /// Outputs, changelog records and input offsets of one commit in one Kafka transaction:
+    /// a reader with `isolation.level=read_committed` sees each output exactly once, and a
+    /// crash, an abort or a fenced owner leaves every local store at its last committed
+    /// state (nothing is wiped). Costs a transaction per commit (a few round trips to the
+    /// transaction coordinator), and readers downstream see outputs only once their commit
+    /// ends. Needs brokers with transactions. Kafka Streams' `exactly_once_v2`.
+    ExactlyOnceV2,
+}

@@ -148,6 +148,13 @@ fn validation_names_the_bad_option() {
             },
             "restore_parallelism",
         ),
+        (
+            TasksConfig {
+                transaction_timeout_ms: 999,
+                ..valid()
+            },
+            "transaction_timeout_ms must be between 1000 and 900000",
+        ),
     ];
     for (config, expected) in cases {
         let err = config.validate().expect_err(expected);
@@ -242,4 +249,24 @@ fn min_insync_is_at_least_one_and_at_most_the_replicas() {
     }
     .validate()
     .expect("unknown replication factor");
+}
+
+#[test]
+fn the_processing_guarantee_is_at_least_once_unless_set_by_kafka_streams_name() {
+    let config = TasksConfig::default();
+    assert_eq!(
+        config.processing_guarantee,
+        ProcessingGuarantee::AtLeastOnce
+    );
+    assert!(!config.exactly_once());
+    assert_eq!(config.transaction_timeout(), Duration::from_secs(10));
+    for (name, guarantee) in [
+        ("at_least_once", ProcessingGuarantee::AtLeastOnce),
+        ("exactly_once_v2", ProcessingGuarantee::ExactlyOnceV2),
+    ] {
+        let parsed: ProcessingGuarantee = serde_json::from_str(&format!("{name:?}")).expect(name);
+        assert_eq!(parsed, guarantee);
+    }
+    serde_json::from_str::<ProcessingGuarantee>("\"exactly_once\"")
+        .expect_err("the deprecated exactly_once (v1) is not offered");
 }

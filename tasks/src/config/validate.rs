@@ -106,6 +106,13 @@ impl TasksConfig {
                 self.stream_threads
             )));
         }
+        if !(1_000..=MAX_TRANSACTION_TIMEOUT_MS).contains(&self.transaction_timeout_ms) {
+            return Err(Error::invalid(format!(
+                "transaction_timeout_ms must be between 1000 and {MAX_TRANSACTION_TIMEOUT_MS} \
+                 (the brokers' default transaction.max.timeout.ms), not {}",
+                self.transaction_timeout_ms
+            )));
+        }
         if self.max_poll_records == 0 {
             return Err(Error::invalid("max_poll_records must be at least 1"));
         }
@@ -120,6 +127,10 @@ impl TasksConfig {
         Ok(())
     }
 }
+
+/// The brokers' default `transaction.max.timeout.ms`: they refuse a longer transaction
+/// timeout.
+const MAX_TRANSACTION_TIMEOUT_MS: u64 = 900_000;
 
 /// Checks an application id as Kafka Streams does: not empty, only `[A-Za-z0-9._-]`.
 ///

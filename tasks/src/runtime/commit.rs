@@ -9,6 +9,7 @@ use rdkafka::consumer::BaseConsumer;
 use store_api::{Error, ErrorKind, Result};
 
 use crate::TaskEventKind;
+use crate::runtime::exactly_once::{abort, commit_transaction, lose_all_and_rejoin};
 use crate::runtime::shared::{GroupContext, Shared, commit_group};
 
 /// Answers an error of the outputs: a timeout (brokers slower than the produce timeout, or
@@ -28,14 +29,23 @@ pub(crate) fn revive_on_timeout(
     }
     tracing::warn!(%err, "outputs timed out: every task goes back to its last commit");
     let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
-    shared.outputs.lock().forget_failures();
+    if shared.config.exactly_once() {
+        // The open transaction holds every task's work since its last commit.
+        abort(shared);
+    } else {
+        shared.outputs.lock().forget_failures();
+    }
     shared.revive(consumer, &partitions);
     Ok(())
 }
 
 /// Revives every task when a rebalance callback found outputs lost (see
-/// [`revive_on_timeout`]).
+/// [`revive_on_timeout`]), after dropping them all when it found a transaction fenced (see
+/// [`lose_all_and_rejoin`]).
 pub(crate) fn revive_if_outputs_lost(consumer: &BaseConsumer<GroupContext>, shared: &Arc<Shared>) {
+    if shared.migrated.swap(false, Ordering::Relaxed) {
+        lose_all_and_rejoin(consumer, shared);
+    }
     if shared.outputs_lost.swap(false, Ordering::Relaxed) {
         let lost = Error::Timeout("outputs timed out during a rebalance".to_owned());
         let _ = revive_on_timeout(consumer, shared, lost);
@@ -48,6 +58,9 @@ pub(crate) fn commit_tasks(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Arc<Shared>,
 ) -> Result<()> {
+    if shared.config.exactly_once() {
+        return commit_tasks_in_transaction(consumer, shared);
+    }
     if let Err(err) = shared.flush_outputs() {
         return revive_on_timeout(consumer, shared, err);
     }
@@ -102,12 +115,35 @@ pub(crate) fn commit_tasks(
     Ok(())
 }
 
+/// [`commit_tasks`] under exactly-once: one transaction (see the `exactly_once` module). An
+/// aborted or fenced transaction, or one that timed out, closes every task without committing
+/// and opens it again; so does a task whose stores failed to apply a committed one.
+fn commit_tasks_in_transaction(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Arc<Shared>,
+) -> Result<()> {
+    match commit_transaction(consumer, shared) {
+        Ok(failed) => shared.revive(consumer, &failed),
+        Err(err) if shared.migrated(&err) => {
+            tracing::warn!(%err, "transaction fenced: every task is dropped, the group rejoined");
+            lose_all_and_rejoin(consumer, shared);
+        }
+        Err(err) if shared.revives(&err) => {
+            tracing::warn!(%err, "transaction aborted: every task goes back to its last commit");
+            let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+            shared.revive(consumer, &partitions);
+        }
+        Err(err) => return Err(err),
+    }
+    Ok(())
+}
+
 /// Runs `commit` on each of `tasks`, each on a thread of its own when there are several: a
 /// task's stores commit one after the other on its thread, as [`Task::commit`](crate::state::task::Task::commit) orders them,
 /// while the tasks' changelog appends, syncs (or broker acknowledgements) and checkpoint
 /// writes overlap. Returns each task's partition and outcome, in the order given; every task
 /// is committed whatever the others' outcomes.
-fn commit_in_parallel<T, R, F>(tasks: Vec<(u32, &mut T)>, commit: F) -> Vec<(u32, R)>
+pub(crate) fn commit_in_parallel<T, R, F>(tasks: Vec<(u32, &mut T)>, commit: F) -> Vec<(u32, R)>
 where
     T: Send,
     R: Send,

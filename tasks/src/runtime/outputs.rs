@@ -261,6 +261,17 @@ impl Outputs {
         self.deliveries.forget_failures();
     }
 
+    /// After the transaction holding the outputs sent so far was aborted: waits up to
+    /// `timeout` for the reports of those the abort purged (they arrive as failures), then
+    /// forgets them as [`forget_failures`](Outputs::forget_failures) does, so that they do not
+    /// fail the next transaction.
+    pub fn forget_aborted(&mut self, timeout: std::time::Duration) {
+        if let Err(err) = self.deliveries.wait(timeout) {
+            tracing::debug!(%err, "outputs of an aborted transaction still unreported");
+        }
+        self.forget_failures();
+    }
+
     /// The first failed output, under [`ProductionErrorPolicy::Fail`]: a `Timeout` when every
     /// failure so far timed out (the records may well be delivered when sent again), else a
     /// `Backend` error. It stays until [`forget_failures`](Outputs::forget_failures): nothing

@@ -170,12 +170,17 @@ impl Shared {
     /// Commits and closes the revoked tasks, or closes them without committing when the
     /// assignment was lost.
     pub(super) fn revoke(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
-        // A revoked task commits only once its outputs are acknowledged.
-        let flushed = self.flush_outputs();
+        // A revoked task commits only once its outputs are acknowledged (under exactly-once:
+        // once every task's transaction committed).
+        let flushed = self.commit_before_close(consumer);
         let lost = consumer.assignment_lost() || flushed.is_err();
         match flushed {
             Ok(()) => {}
-            Err(err) if err.kind() == ErrorKind::Timeout => {
+            Err(err) if self.migrated(&err) => {
+                tracing::warn!(%err, "transaction fenced while tasks were revoked");
+                self.migrated.store(true, Ordering::Relaxed);
+            }
+            Err(err) if self.revives(&err) => {
                 // The revoked tasks close uncommitted; the others go back to their last
                 // commit at the next poll.
                 tracing::warn!(%err, "outputs timed out while tasks were revoked");

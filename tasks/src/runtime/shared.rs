@@ -58,6 +58,9 @@ pub(crate) struct Shared {
     /// A rebalance callback found that outputs may be lost (their delivery timed out): every
     /// task must go back to its last commit.
     pub outputs_lost: std::sync::atomic::AtomicBool,
+    /// A rebalance callback found the transaction fenced (exactly-once): every task must be
+    /// dropped and the group rejoined.
+    pub migrated: std::sync::atomic::AtomicBool,
     /// What interactive queries read besides the tasks: the group's description and the
     /// standby copies' read handles.
     pub queries: Arc<QueryState>,
@@ -88,7 +91,7 @@ impl Shared {
             .collect()
     }
 
-    pub(super) fn fail(&self, err: Error) {
+    pub(crate) fn fail(&self, err: Error) {
         tracing::error!(%err, "task rebalance failed");
         let mut slot = self.error.lock();
         if slot.is_none() {

@@ -337,6 +337,46 @@ impl Task {
     /// [`CheckpointPolicy`](statestore_changelog::CheckpointPolicy)). Returns the offset now committed in every
     /// store, by topic index, for the topics that have one.
     pub fn commit(&mut self) -> Result<Vec<(usize, u64)>> {
+        let started = Instant::now();
+        self.commit_stores(LoggedStore::commit_staged)?;
+        self.dir.checkpoint().write_staged()?;
+        Ok(self.committed(started))
+    }
+
+    /// The first half of a commit under exactly-once: as [`commit`](Task::commit), except
+    /// that each store's records are appended inside the open Kafka transaction
+    /// ([`LoggedStore::prepare_commit`]) and nothing reaches a store or the checkpoint file
+    /// until [`apply`](Task::apply), once the transaction committed. Returns the offsets the
+    /// transaction is to commit to the group. After an error, or when the transaction
+    /// aborts, the task is closed without committing ([`abandon`](Task::abandon)) and
+    /// opened again.
+    pub fn prepare(&mut self) -> Result<Vec<(usize, u64)>> {
+        self.commit_stores(|store| store.prepare_commit().map(drop))?;
+        Ok(self.committable())
+    }
+
+    /// The second half of a commit [`prepare`](Task::prepare) began, once its transaction
+    /// committed: every store applies its prepared writes, then the checkpoint file is
+    /// written once.
+    ///
+    /// # Errors
+    /// A store or checkpoint error: the task is then closed without committing and opened
+    /// again, which restores what the transaction committed.
+    pub fn apply(&mut self) -> Result<()> {
+        let started = Instant::now();
+        for slot in &self.slots {
+            if let Some(store) = slot.logged() {
+                store.apply_prepared()?;
+            }
+        }
+        self.dir.checkpoint().write_staged()?;
+        self.committed(started);
+        Ok(())
+    }
+
+    /// Puts each logged store's position where it advanced and commits it with `commit`,
+    /// one store after the other; flushes the stores that are not logged.
+    fn commit_stores(&mut self, commit: impl Fn(&LoggedStore) -> Result<()>) -> Result<()> {
         if self.poisoned {
             return Err(Error::invalid(format!(
                 "task {} is not committed: its processor failed in the middle of a record",
@@ -344,7 +384,6 @@ impl Task {
             )));
         }
         let _span = tracing::info_span!("commit", task = %self.id).entered();
-        let started = Instant::now();
         let stores = self.slots.len();
         for (index, slot) in self.slots.iter_mut().enumerate() {
             let Backing::Logged(store) = &slot.open.kv.backing else {
@@ -365,14 +404,19 @@ impl Task {
                 store.put(POSITION_KEY, &bytes)?;
             }
             // The task's checkpoint file is written once, after every store committed.
-            store.commit_staged()?;
+            commit(store)?;
             slot.position = position;
             slot.stream_time = stream_time;
             if index + 1 < stores {
                 fail::fail_point!("task-between-store-commits");
             }
         }
-        self.dir.checkpoint().write_staged()?;
+        Ok(())
+    }
+
+    /// Records that every store committed the task's position, `started` ago, and returns
+    /// that position.
+    fn committed(&mut self, started: Instant) -> Vec<(usize, u64)> {
         self.punctuated = false;
         self.committed_offset.clone_from(&self.next_offset);
         self.base_offset.clone_from(&self.next_offset);
@@ -383,12 +427,16 @@ impl Task {
         self.metrics
             .commit_seconds
             .record(started.elapsed().as_secs_f64());
-        Ok(self
-            .next_offset
+        self.committable()
+    }
+
+    /// The task's position, by topic index, for the topics that have one.
+    fn committable(&self) -> Vec<(usize, u64)> {
+        self.next_offset
             .iter()
             .enumerate()
             .filter_map(|(topic, next)| Some((topic, (*next)?)))
-            .collect())
+            .collect()
     }
 
     /// Commits, flushes and checkpoints every store (one checkpoint file write), then closes

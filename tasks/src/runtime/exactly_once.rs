@@ -1,0 +1,270 @@
+//! `exactly_once_v2`: every commit is one Kafka transaction of the instance's transactional
+//! producer, holding the outputs sent since the last commit, the changelog records of every
+//! task due, and the tasks' input positions as the group's offsets.
+//!
+//! # One producer per instance
+//! Kafka Streams' EOS-v2 gives each stream thread one transactional producer, because each
+//! thread has its own consumer and commits its own tasks. Here the instance is one consumer,
+//! and its `stream_threads` threads process tasks between commits that the polling thread
+//! makes for every task at once: one transaction per commit, so one producer per instance,
+//! is the same guarantee. Its `transactional.id` is `<application_id>-<process id>-0`, the
+//! process id being `group_instance_id` when set, else an id created once and kept in the
+//! state directory (Kafka Streams' process id): a restart (after a `kill -9`) fences its
+//! previous incarnation and aborts its open transaction at its first transaction.
+//!
+//! # A commit
+//! 1. the outputs not handed over yet go to the producer, in the transaction;
+//! 2. every task due prepares: its stores append their buffered writes, with the task's
+//!    position, framed as a commit, in the transaction
+//!    ([`LoggedStore::prepare_commit`](statestore_changelog::LoggedStore::prepare_commit)),
+//!    the tasks in parallel;
+//! 3. the positions are added as the group's offsets (`sendOffsetsToTransaction`, with the
+//!    consumer's group metadata, so a member of an older generation is refused) and the
+//!    transaction commits;
+//! 4. only then does each task write its stores and checkpoint.
+//!
+//! A failure anywhere aborts the transaction: every task is closed without committing and
+//! opened again, from its local files (which hold its last committed state: nothing of the
+//! aborted transaction reached them) and the records that committed transactions added to
+//! its changelogs. Nothing is wiped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use statestore_changelog::StateDirectory;
+use store_api::{Error, ErrorKind, Result};
+
+use crate::TaskEventKind;
+use crate::config::TasksConfig;
+use crate::group::topics::convert;
+use crate::runtime::commit::commit_in_parallel;
+use crate::runtime::shared::{GroupContext, Shared, partition_id};
+
+/// The file in the application's state directory that keeps the process id.
+const PROCESS_ID_FILE: &str = "process-id";
+
+/// The `transactional.id` of the instance: `<application_id>-<process id>-0`.
+///
+/// # Errors
+/// `Io` reading or creating the process id file; `Corruption` for a file that does not hold
+/// one.
+pub(crate) fn transactional_id(config: &TasksConfig, state: &StateDirectory) -> Result<String> {
+    let process = match &config.group_instance_id {
+        Some(id) => id.clone(),
+        None => process_id(state)?,
+    };
+    Ok(format!("{}-{process}-0", config.application_id))
+}
+
+/// The id kept in the state directory, created at the first call: 32 hex digits.
+fn process_id(state: &StateDirectory) -> Result<String> {
+    let path = state.path().join(PROCESS_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let id = text.trim();
+            if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Ok(id.to_owned());
+            }
+            Err(Error::Corruption(format!(
+                "{} does not hold a process id (32 hex digits): {id:?}",
+                path.display()
+            )))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let id = format!("{:016x}{:016x}", random(), random());
+            let tmp = path.with_extension("tmp");
+            let io = |err| Error::io(format!("writing {}", path.display()), err);
+            std::fs::write(&tmp, &id).map_err(io)?;
+            std::fs::File::open(&tmp)
+                .and_then(|file| file.sync_all())
+                .map_err(io)?;
+            std::fs::rename(&tmp, &path).map_err(io)?;
+            Ok(id)
+        }
+        Err(err) => Err(Error::io(format!("reading {}", path.display()), err)),
+    }
+}
+
+/// A number no other process is likely to draw: a randomly keyed hash of the time and pid.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+/// How long an abort waits for the reports of the outputs it purged.
+const ABORT_SETTLE: Duration = Duration::from_secs(5);
+
+/// Aborts the open transaction, if any, and forgets its outputs.
+pub(crate) fn abort(shared: &Shared) {
+    shared.clients.abort_transaction();
+    shared.outputs.lock().forget_aborted(ABORT_SETTLE);
+}
+
+/// Commits every task due in one transaction (see the module docs). Returns the tasks
+/// whose stores failed to apply the committed transaction: they must be opened again.
+///
+/// # Errors
+/// The transaction is aborted before the error returns; every task must then be closed
+/// without committing and opened again (see [`Shared::revives`]).
+pub(crate) fn commit_transaction(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Shared,
+) -> Result<Vec<u32>> {
+    let result = prepare_and_commit(consumer, shared);
+    if result.is_err() {
+        abort(shared);
+    }
+    result
+}
+
+fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) -> Result<Vec<u32>> {
+    shared.send_outputs()?;
+    let mut tasks = shared.tasks.lock();
+    if let Some(task) = tasks.values().find(|task| task.is_poisoned()) {
+        // Its outputs since its last commit are in the transaction, its position is not.
+        return Err(Error::backend(
+            "kafka",
+            format!(
+                "task {} failed in the middle of a record: the transaction holding its outputs \
+                 is aborted",
+                task.id
+            ),
+        ));
+    }
+    let due = tasks
+        .iter_mut()
+        .filter(|(_, task)| task.commit_due())
+        .map(|(&partition, task)| (partition, task))
+        .collect();
+    let mut offsets = TopicPartitionList::new();
+    let mut prepared = Vec::new();
+    for (partition, result) in commit_in_parallel(due, |task| task.prepare()) {
+        for (topic, partition, offset) in shared.group_offsets_of(partition, &result?) {
+            let offset = i64::try_from(offset)
+                .map_err(|_| Error::invalid(format!("offset {offset} is beyond kafka's range")))?;
+            offsets
+                .add_partition_offset(topic, partition_id(partition), Offset::Offset(offset))
+                .map_err(|err| convert("adding offsets to the transaction", err))?;
+        }
+        prepared.push(partition);
+    }
+    // Counted among the commits that prepared a task, so a test can aim at one.
+    fail::fail_point!("transaction-before-commit", !prepared.is_empty(), |_| Err(
+        Error::Timeout("a transaction abort was injected before its commit".to_owned())
+    ));
+    let group = consumer
+        .group_metadata()
+        .ok_or_else(|| Error::invalid("the group consumer has no group metadata"))?;
+    shared.clients.commit_transaction(&offsets, &group)?;
+    let mut failed = Vec::new();
+    for partition in prepared {
+        let Some(task) = tasks.get_mut(&partition) else {
+            continue;
+        };
+        match task.apply() {
+            Ok(()) => {}
+            Err(err) if err.kind() == ErrorKind::Fenced => {
+                tracing::warn!(task = %task.id, %err, "task fenced by a newer owner: dropped as lost");
+                if let Some(task) = tasks.remove(&partition) {
+                    task.abandon();
+                    shared.event(partition, TaskEventKind::Fenced);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(task = %task.id, %err, "applying a committed transaction failed");
+                failed.push(partition);
+            }
+        }
+    }
+    Ok(failed)
+}
+
+/// Answers a transaction the brokers fenced (a newer producer of the transactional id, or a
+/// newer generation of the group: this member's tasks may be another's now), as Kafka
+/// Streams answers `TaskMigratedException`: every task is closed without committing and
+/// not opened again here (which would fence the changelogs of their new owners), and the
+/// consumer rejoins the group, which assigns tasks anew.
+pub(crate) fn lose_all_and_rejoin(consumer: &BaseConsumer<GroupContext>, shared: &Shared) {
+    let tasks = std::mem::take(&mut *shared.tasks.lock());
+    for (partition, task) in tasks {
+        task.abandon();
+        shared.event(partition, TaskEventKind::Lost);
+    }
+    abort(shared);
+    consumer.unsubscribe();
+    let topics: Vec<&str> = shared.inputs.iter().map(String::as_str).collect();
+    if let Err(err) = consumer.subscribe(&topics) {
+        shared.fail(convert("subscribing again after a fenced transaction", err));
+    }
+}
+
+impl Shared {
+    /// Whether `err`, from a commit or the outputs, is answered by closing every task without
+    /// committing and opening it again, the instance going on: a timeout; and under
+    /// exactly-once, an aborted transaction too.
+    pub(crate) fn revives(&self, err: &Error) -> bool {
+        match err.kind() {
+            ErrorKind::Timeout => true,
+            ErrorKind::Backend => self.config.exactly_once(),
+            _ => false,
+        }
+    }
+
+    /// Whether `err`, from a commit under exactly-once, means that this member may no longer
+    /// own its tasks (see [`lose_all_and_rejoin`]).
+    pub(crate) fn migrated(&self, err: &Error) -> bool {
+        self.config.exactly_once() && err.kind() == ErrorKind::Fenced
+    }
+
+    /// What a revocation or a close does before it closes tasks: waits for the outputs
+    /// under at-least-once; commits every task's transaction under exactly-once (so the
+    /// tasks closed after have nothing left to commit).
+    ///
+    /// # Errors
+    /// As [`flush_outputs`](Shared::flush_outputs), or [`commit_transaction`]; a task
+    /// whose stores failed to apply the transaction is reported as a `Timeout`: it must be
+    /// opened again, not closed as committed.
+    pub(crate) fn commit_before_close(&self, consumer: &BaseConsumer<GroupContext>) -> Result<()> {
+        if !self.config.exactly_once() {
+            return self.flush_outputs();
+        }
+        let failed = commit_transaction(consumer, self)?;
+        if failed.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Timeout(format!(
+            "tasks of partitions {failed:?} failed to apply a committed transaction"
+        )))
+    }
+}
+
+/// Under exactly-once, after the processor of task `partition` failed and the task was
+/// taken back to its last commit: the open transaction holds what the task sent since, so
+/// it is aborted, and every other task, whose work since its last commit it held too, is
+/// closed without committing and opened again. Does nothing under at-least-once.
+pub(crate) fn abort_after_rewind(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Arc<Shared>,
+    partition: u32,
+) {
+    if !shared.config.exactly_once() {
+        return;
+    }
+    abort(shared);
+    let others: Vec<u32> = shared
+        .tasks
+        .lock()
+        .keys()
+        .copied()
+        .filter(|&other| other != partition)
+        .collect();
+    shared.revive(consumer, &others);
+}
