@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_changelog::{Changelog, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, TaskId};
+use statestore_changelog::{
+    Changelog, CheckpointPolicy, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, TaskId,
+};
 use statestore_tasks::{
     Application, KeyPartitioner, POSITION_KEY, ProcessingGuarantee, ProcessorContext,
     ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
@@ -159,6 +161,13 @@ enum Command {
         /// were sent, before it commits (abort tests).
         #[arg(long)]
         abort_in_commit: Option<u64>,
+        /// Checkpoint every commit (default: every 64 MiB committed), so that a store opened
+        /// again replays nothing its files hold.
+        #[arg(long)]
+        checkpoint_every_commit: bool,
+        /// Under exactly_once_v2, the brokers abort a transaction left open this long.
+        #[arg(long, default_value_t = 10_000)]
+        transaction_timeout_ms: u64,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -254,6 +263,8 @@ fn run(command: Command) -> Result<()> {
             processing_guarantee,
             output_topic,
             abort_in_commit,
+            checkpoint_every_commit,
+            transaction_timeout_ms,
         } => {
             if let Some(nth) = abort_in_commit {
                 fail::cfg(
@@ -276,9 +287,12 @@ fn run(command: Command) -> Result<()> {
                 .iter()
                 .map(|s| StoreSpec::new(*s, &backend))
                 .collect();
-            if let Some(bytes) = commit_bytes {
-                for store in &mut stores {
+            for store in &mut stores {
+                if let Some(bytes) = commit_bytes {
                     store.logged.commit_bytes = bytes;
+                }
+                if checkpoint_every_commit {
+                    store.logged.checkpoint_policy = CheckpointPolicy::EveryCommit;
                 }
             }
             let config = TasksConfig {
@@ -300,6 +314,7 @@ fn run(command: Command) -> Result<()> {
                 group_instance_id,
                 request_timeout_ms: request_timeout_ms.unwrap_or(defaults.request_timeout_ms),
                 processing_guarantee,
+                transaction_timeout_ms,
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;
