@@ -370,7 +370,7 @@ impl Application {
     /// What every poll does after processing: commits when a store is `full` or the commit
     /// interval has passed. (The standby copies are kept on a thread of their own.)
     fn maintain(&mut self, full: bool) -> Result<()> {
-        if full || self.last_commit.elapsed() >= self.shared.config.commit_interval() {
+        if full || self.last_commit.elapsed() >= self.shared.config.effective_commit_interval() {
             self.commit()?;
         }
         Ok(())

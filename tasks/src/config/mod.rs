@@ -236,6 +236,18 @@ impl TasksConfig {
         Duration::from_millis(self.request_timeout_ms)
     }
 
+    /// The longest time between two commits: the commit interval, and under exactly-once at
+    /// most half the transaction timeout, so that a transaction, open from the first output
+    /// after a commit, commits well before the brokers would abort it.
+    pub fn effective_commit_interval(&self) -> Duration {
+        let interval = self.commit_interval();
+        if self.exactly_once() {
+            interval.min(self.transaction_timeout() / 2)
+        } else {
+            interval
+        }
+    }
+
     /// The transaction timeout.
     pub fn transaction_timeout(&self) -> Duration {
         Duration::from_millis(self.transaction_timeout_ms)

@@ -260,6 +260,12 @@ fn the_processing_guarantee_is_at_least_once_unless_set_by_kafka_streams_name() 
     );
     assert!(!config.exactly_once());
     assert_eq!(config.transaction_timeout(), Duration::from_secs(10));
+    assert_eq!(config.effective_commit_interval(), Duration::from_secs(30));
+    let eos = TasksConfig {
+        processing_guarantee: ProcessingGuarantee::ExactlyOnceV2,
+        ..TasksConfig::default()
+    };
+    assert_eq!(eos.effective_commit_interval(), Duration::from_secs(5));
     for (name, guarantee) in [
         ("at_least_once", ProcessingGuarantee::AtLeastOnce),
         ("exactly_once_v2", ProcessingGuarantee::ExactlyOnceV2),
