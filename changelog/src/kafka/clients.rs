@@ -261,13 +261,24 @@ impl KafkaClients {
     /// the owner, so a restart fences its previous incarnation at once, and unique among
     /// the live owners.
     ///
+    /// The transactional producer is created, and its transactions initialized, before this
+    /// returns: that aborts a previous incarnation's open transaction at once, which would
+    /// otherwise hold back every read of committed records of its partitions (a restore, a
+    /// fence) until the brokers time it out.
+    ///
     /// # Errors
-    /// `InvalidArgument` when these clients are transactional already.
+    /// `InvalidArgument` when these clients are transactional already, or for a property
+    /// librdkafka refuses; `Timeout` when no transaction coordinator answers in time; as
+    /// [`commit_transaction`](KafkaClients::commit_transaction) when the brokers refuse.
     pub fn set_transactional(&self, transactional_id: &str, timeout: Duration) -> Result<()> {
         self.inner
             .transactions
             .set(Transactions::new(transactional_id.to_owned(), timeout))
-            .map_err(|_| Error::invalid("the kafka clients are transactional already"))
+            .map_err(|_| Error::invalid("the kafka clients are transactional already"))?;
+        self.inner
+            .transactions
+            .get()
+            .map_or(Ok(()), |transactions| transactions.init(&self.inner.base))
     }
 
     /// Whether [`set_transactional`](KafkaClients::set_transactional) made these clients

@@ -58,14 +58,7 @@ impl Transactions {
     /// [`commit`](Transactions::commit) for `init_transactions` or `begin_transaction`.
     pub(super) fn begun(&self, base: &ClientConfig) -> Result<Arc<PolledProducer>> {
         let mut state = self.state.lock();
-        let producer = match &state.producer {
-            Some(producer) => Arc::clone(producer),
-            None => {
-                let created = Arc::new(self.create(base)?);
-                state.producer = Some(Arc::clone(&created));
-                created
-            }
-        };
+        let producer = self.producer(&mut state, base)?;
         if !state.open {
             if let Err(err) = producer.begin_transaction() {
                 return Err(self.failed(&mut state, "beginning a transaction", err));
@@ -73,6 +66,25 @@ impl Transactions {
             state.open = true;
         }
         Ok(producer)
+    }
+
+    /// Creates the producer and initializes its transactions now, if it does not exist yet:
+    /// a previous incarnation's open transaction is aborted at once, instead of holding back
+    /// readers of committed records (a restore, a fence) until it times out.
+    ///
+    /// # Errors
+    /// As [`begun`](Transactions::begun).
+    pub(super) fn init(&self, base: &ClientConfig) -> Result<()> {
+        self.producer(&mut self.state.lock(), base).map(drop)
+    }
+
+    fn producer(&self, state: &mut State, base: &ClientConfig) -> Result<Arc<PolledProducer>> {
+        if let Some(producer) = &state.producer {
+            return Ok(Arc::clone(producer));
+        }
+        let created = Arc::new(self.create(base)?);
+        state.producer = Some(Arc::clone(&created));
+        Ok(created)
     }
 
     fn create(&self, base: &ClientConfig) -> Result<PolledProducer> {
