@@ -15,7 +15,12 @@
 # group.instance.id), STANDBYS (the standby counts whose failover is measured,
 # default "0 1"; empty runs no failover), RESTORE (default 1; 0 skips the restore figures),
 # BROKER_PID (the broker's process on this machine: the restore figures then add the CPU time
-# the broker and the instance used from the instance's start to its last restored task).
+# the broker and the instance used from the instance's start to its last restored task),
+# GUARANTEES (processing guarantees to measure the word count under, one after the other on the
+# same input, e.g. "at_least_once exactly_once_v2": records/s and CPU per record, each record
+# sending one output, with a 1 s commit interval; then the restart of a static member after a
+# kill -9, to its first record; default none), LINES (lines of 8 words they count, default
+# 100000).
 # Builds the example first.
 set -euo pipefail
 
@@ -170,6 +175,45 @@ failover() {
     "$((first - killed)) ms from kill -9 to the first record on the last of the victim's tasks" \
     "($(echo $victim_tasks)); survivor: $assigned"
 }
+
+# guarantee NAME: one static member counts the GLINES lines of GTOPIC under processing
+# guarantee NAME, each record sending one output; then it is killed with SIGKILL and started
+# again on its state directory, and 10 more lines follow (which the next guarantee counts too).
+guarantee() {
+  local name="g_$1" records=$((GLINES * 8)) started done first ticks
+  local args=(--processing-guarantee "$1" --output-topic "$TOPIC-out-$1")
+  APP="$APP-$1" STATIC=1 start "$name" "${args[@]}"
+  started=$(ms)
+  wait_for "$name" 1 "^processed $records "
+  done=$(ms)
+  ticks=$(cpu "${PIDS[$name]}")
+  first=$(grep "^first record" "$WORK/$name.log" | sed -E 's/.* at ([0-9]+) ms$/\1/' | sort -n | head -n 1)
+  awk -v n="$records" -v ms=$((done - first)) -v t="$ticks" -v hz="$TICKS" -v g="$1" -v s=$((first - started)) \
+    'BEGIN { printf "%s: %d records in %d ms from the first record (%.0f records/s), %.1f us CPU per record (instance, start included); first record %d ms after start\n", g, n, ms, n * 1000 / ms, t * 1e6 / hz / n, s }'
+  kill -9 "${PIDS[$name]}"
+  wait "${PIDS[$name]}" 2>/dev/null || true
+  unset "PIDS[$name]"
+  mv "$WORK/$name.in" "$WORK/$name.in.killed"
+  mv "$WORK/$name.log" "$WORK/$name.log.killed"
+  "$BIN" produce --bootstrap "$BROKER" --topic "$GTOPIC" --from "$GLINES" --lines $((GLINES + 10)) \
+    2>/dev/null
+  GLINES=$((GLINES + 10))
+  started=$(ms)
+  APP="$APP-$1" STATIC=1 start "$name" "${args[@]}"
+  wait_for "$name" 1 "^first record"
+  first=$(grep -m1 "^first record" "$WORK/$name.log" | sed -E 's/.* at ([0-9]+) ms$/\1/')
+  echo "$1: restart after kill -9 to the first record: $((first - started)) ms"
+  stop "$name"
+}
+
+if [[ -n "${GUARANTEES:-}" ]]; then
+  GLINES="${LINES:-100000}"
+  GTOPIC="$TOPIC-guarantees"
+  "$BIN" produce --bootstrap "$BROKER" --topic "$GTOPIC" --lines "$GLINES" 2>/dev/null
+  for g in $GUARANTEES; do
+    TOPIC="$GTOPIC" guarantee "$g"
+  done
+fi
 
 for replicas in $STANDBYS; do
   for killed in $KILLS; do
