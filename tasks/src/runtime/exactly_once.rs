@@ -268,3 +268,45 @@ pub(crate) fn abort_after_rewind(
         .collect();
     shared.revive(consumer, &others);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restart finds the same transactional id, so its first transaction fences the previous
+    /// incarnation's; a static member's comes from its instance id.
+    #[test]
+    fn the_transactional_id_is_stable_across_restarts() {
+        let dir = tempfile::tempdir().expect("dir");
+        let config = TasksConfig {
+            application_id: "app".into(),
+            state_dir: dir.path().to_owned(),
+            ..TasksConfig::default()
+        };
+        let first = {
+            let state = StateDirectory::open(dir.path(), "app").expect("state");
+            transactional_id(&config, &state).expect("id")
+        };
+        let state = StateDirectory::open(dir.path(), "app").expect("state again");
+        assert_eq!(transactional_id(&config, &state).expect("id"), first);
+        assert!(
+            first.starts_with("app-") && first.ends_with("-0"),
+            "{first}"
+        );
+        assert_eq!(first.len(), "app-".len() + 32 + "-0".len(), "{first}");
+        let other = tempfile::tempdir().expect("dir");
+        let elsewhere = StateDirectory::open(other.path(), "app").expect("state");
+        assert_ne!(transactional_id(&config, &elsewhere).expect("id"), first);
+        let fixed = TasksConfig {
+            group_instance_id: Some("host-1".into()),
+            ..config
+        };
+        assert_eq!(
+            transactional_id(&fixed, &state).expect("id"),
+            "app-host-1-0"
+        );
+        std::fs::write(dir.path().join("app").join(PROCESS_ID_FILE), "not hex").expect("write");
+        let err = transactional_id(&TasksConfig::default(), &state).expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+    }
+}
