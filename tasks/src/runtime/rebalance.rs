@@ -62,6 +62,7 @@ impl Shared {
                     revoked: false,
                     floors,
                     started: Instant::now(),
+                    not_fetching_since: None,
                 };
                 restorer.tasks.insert(partition, restoring);
             }
