@@ -299,25 +299,30 @@ fn retriable_errors_of_every_api_never_stop_an_instance() {
     assert_fired(&processing, &[&a, &b]);
     setup.assert_counts(&expected, &[&a, &b]);
 
-    // B comes back with an empty state directory: it restores its tasks from the changelogs
-    // through its restore consumer's errors.
+    // B comes back with an empty state directory: it rejoins (a rebalance through the
+    // group's errors) and restores its tasks from the changelogs through its restore
+    // consumer's errors, while both instances process through the processing errors.
     b.stop().expect("B ran through the errors");
     let restore_b = format!("{}-b-", setup.app);
-    let restore = setup.arm(READER, 3, &[&restore_b, "-restore-consumer"]);
+    let mut restore = setup.arm(READER, 3, &[&restore_b, "-restore-consumer"]);
+    restore.extend(setup.arm(GROUP, 1, &[]));
+    restore.extend(setup.arm(PROCESSING, 2, &[]));
     let b = setup.start("b", dir_b2.path());
+    setup.produce(4_000..5_000, &mut expected);
     assert_fired(&restore, &[&a, &b]);
     setup.assert_counts(&expected, &[&a, &b]);
 
     // A's restore consumer now only catches its standby copies up.
     let standby_a = format!("{}-a-", setup.app);
-    let standby = setup.arm(READER, 3, &[&standby_a, "-restore-consumer"]);
-    setup.produce(4_000..6_000, &mut expected);
+    let mut standby = setup.arm(READER, 3, &[&standby_a, "-restore-consumer"]);
+    standby.extend(setup.arm(PROCESSING, 2, &[]));
+    setup.produce(5_000..7_000, &mut expected);
     assert_fired(&standby, &[&a, &b]);
     setup.assert_counts(&expected, &[&a, &b]);
 
     a.stop().expect("A ran through the errors");
     b.stop().expect("B ran through the errors");
-    setup.assert_outputs(6_000);
+    setup.assert_outputs(7_000);
 }
 
 #[test]
