@@ -1,14 +1,15 @@
 //! The fault proxy against the real broker, with a plain librdkafka client: answers name only
 //! the proxy's ports, and each kind of fault does what it says.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
-use statestore_test_support::FaultProxy;
 use statestore_test_support::proxy::{ApiKey, Fault, ResponseError};
+use statestore_test_support::{Cluster, FaultProxy};
 
 fn consumer(bootstrap: &str, client_id: &str) -> BaseConsumer {
     ClientConfig::new()
@@ -110,4 +111,30 @@ fn answers_name_the_proxy_and_faults_do_what_they_say() {
     // A fault the proxy cannot answer with an error is refused when armed.
     let refused = proxy.inject(Fault::error(ApiKey::EndTxn, ResponseError::NotCoordinator));
     assert!(refused.is_err());
+}
+
+#[test]
+fn each_broker_of_a_cluster_gets_a_port_of_its_own() {
+    if statestore_test_support::kafka_bootstrap("each_broker_of_a_cluster_gets_a_port_of_its_own")
+        .is_none()
+    {
+        return;
+    }
+    let cluster = Cluster::start(3);
+    // Bootstrapped through one node only: the others are learnt from the metadata.
+    let first = format!("127.0.0.1:{}", cluster.port(1));
+    let proxy = FaultProxy::start(&first).expect("the proxy");
+    let through = consumer(proxy.bootstrap(), "probe-cluster");
+    let brokers = metadata(&through).expect("metadata through the proxy");
+    assert_eq!(brokers.len(), 3, "{brokers:?}");
+    let own: Vec<i32> = (1..=3).map(|n| i32::from(cluster.port(n))).collect();
+    let ports: BTreeSet<i32> = brokers.iter().map(|(_, _, port)| *port).collect();
+    assert_eq!(ports.len(), 3, "{brokers:?}");
+    assert!(ports.iter().all(|port| !own.contains(port)), "{brokers:?}");
+    // ListGroups goes to every broker: each answers through its own port of the proxy.
+    let before = proxy.requests(ApiKey::ListGroups);
+    through
+        .fetch_group_list(None, Duration::from_secs(20))
+        .expect("every broker answers through the proxy");
+    assert!(proxy.requests(ApiKey::ListGroups) >= before + 3);
 }
