@@ -3,10 +3,13 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
-    LeaveGroupResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
-    SyncGroupResponse, fetch_response, find_coordinator_response, list_offsets_response,
-    offset_commit_response, offset_fetch_response, produce_response,
+    ApiKey, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    RequestKind, ResponseHeader, ResponseKind, SyncGroupResponse, fetch_response,
+    find_coordinator_response, list_offsets_response, offset_commit_response,
+    offset_fetch_response, produce_response,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, decode_request_header_from_buffer};
 
@@ -65,91 +68,19 @@ impl Request {
 /// The answer `ResponseKind` to `request` with `code` in every error field.
 fn error_body(request: RequestKind, code: i16, version: i16) -> Option<ResponseKind> {
     let answer = match request {
-        RequestKind::Produce(request) => {
-            let mut answer = kafka_protocol::messages::ProduceResponse::default();
-            for topic in request.topic_data {
-                let mut out = produce_response::TopicProduceResponse::default();
-                out.name = topic.name;
-                out.topic_id = topic.topic_id;
-                for partition in topic.partition_data {
-                    let mut p = produce_response::PartitionProduceResponse::default();
-                    p.index = partition.index;
-                    p.error_code = code;
-                    p.base_offset = -1;
-                    out.partition_responses.push(p);
-                }
-                answer.responses.push(out);
-            }
-            ResponseKind::Produce(answer)
-        }
-        RequestKind::Fetch(request) => {
-            let mut answer = kafka_protocol::messages::FetchResponse::default();
-            for topic in request.topics {
-                let mut out = fetch_response::FetchableTopicResponse::default();
-                out.topic = topic.topic;
-                out.topic_id = topic.topic_id;
-                for partition in topic.partitions {
-                    let mut p = fetch_response::PartitionData::default();
-                    p.partition_index = partition.partition;
-                    p.error_code = code;
-                    p.high_watermark = -1;
-                    out.partitions.push(p);
-                }
-                answer.responses.push(out);
-            }
-            ResponseKind::Fetch(answer)
-        }
+        RequestKind::Produce(request) => ResponseKind::Produce(produce_error(request, code)),
+        RequestKind::Fetch(request) => ResponseKind::Fetch(fetch_error(request, code)),
         RequestKind::ListOffsets(request) => {
-            let mut answer = kafka_protocol::messages::ListOffsetsResponse::default();
-            for topic in request.topics {
-                let mut out = list_offsets_response::ListOffsetsTopicResponse::default();
-                out.name = topic.name;
-                for partition in topic.partitions {
-                    let mut p = list_offsets_response::ListOffsetsPartitionResponse::default();
-                    p.partition_index = partition.partition_index;
-                    p.error_code = code;
-                    out.partitions.push(p);
-                }
-                answer.topics.push(out);
-            }
-            ResponseKind::ListOffsets(answer)
+            ResponseKind::ListOffsets(list_offsets_error(request, code))
         }
         RequestKind::OffsetCommit(request) => {
-            let mut answer = kafka_protocol::messages::OffsetCommitResponse::default();
-            for topic in request.topics {
-                let mut out = offset_commit_response::OffsetCommitResponseTopic::default();
-                out.name = topic.name;
-                out.topic_id = topic.topic_id;
-                for partition in topic.partitions {
-                    let mut p = offset_commit_response::OffsetCommitResponsePartition::default();
-                    p.partition_index = partition.partition_index;
-                    p.error_code = code;
-                    out.partitions.push(p);
-                }
-                answer.topics.push(out);
-            }
-            ResponseKind::OffsetCommit(answer)
+            ResponseKind::OffsetCommit(offset_commit_error(request, code))
         }
         RequestKind::OffsetFetch(request) => {
             ResponseKind::OffsetFetch(offset_fetch_error(request, code, version))
         }
         RequestKind::FindCoordinator(request) => {
-            let mut answer = FindCoordinatorResponse::default();
-            if version < 4 {
-                answer.error_code = code;
-                answer.node_id = (-1).into();
-                answer.port = -1;
-            } else {
-                for key in request.coordinator_keys {
-                    let mut c = find_coordinator_response::Coordinator::default();
-                    c.key = key;
-                    c.error_code = code;
-                    c.node_id = (-1).into();
-                    c.port = -1;
-                    answer.coordinators.push(c);
-                }
-            }
-            ResponseKind::FindCoordinator(answer)
+            ResponseKind::FindCoordinator(find_coordinator_error(request, code, version))
         }
         RequestKind::JoinGroup(request) => {
             let mut answer = JoinGroupResponse::default();
@@ -185,14 +116,104 @@ fn error_body(request: RequestKind, code: i16, version: i16) -> Option<ResponseK
     Some(answer)
 }
 
-/// An OffsetFetch answer with `code`: per group from version 8, else for the whole request
-/// (from version 2) and each partition asked for.
-fn offset_fetch_error(
-    request: kafka_protocol::messages::OffsetFetchRequest,
+fn produce_error(request: ProduceRequest, code: i16) -> ProduceResponse {
+    let mut answer = ProduceResponse::default();
+    for topic in request.topic_data {
+        let mut out = produce_response::TopicProduceResponse::default();
+        out.name = topic.name;
+        out.topic_id = topic.topic_id;
+        for partition in topic.partition_data {
+            let mut p = produce_response::PartitionProduceResponse::default();
+            p.index = partition.index;
+            p.error_code = code;
+            p.base_offset = -1;
+            out.partition_responses.push(p);
+        }
+        answer.responses.push(out);
+    }
+    answer
+}
+
+fn fetch_error(request: FetchRequest, code: i16) -> FetchResponse {
+    let mut answer = FetchResponse::default();
+    for topic in request.topics {
+        let mut out = fetch_response::FetchableTopicResponse::default();
+        out.topic = topic.topic;
+        out.topic_id = topic.topic_id;
+        for partition in topic.partitions {
+            let mut p = fetch_response::PartitionData::default();
+            p.partition_index = partition.partition;
+            p.error_code = code;
+            p.high_watermark = -1;
+            out.partitions.push(p);
+        }
+        answer.responses.push(out);
+    }
+    answer
+}
+
+fn list_offsets_error(request: ListOffsetsRequest, code: i16) -> ListOffsetsResponse {
+    let mut answer = ListOffsetsResponse::default();
+    for topic in request.topics {
+        let mut out = list_offsets_response::ListOffsetsTopicResponse::default();
+        out.name = topic.name;
+        for partition in topic.partitions {
+            let mut p = list_offsets_response::ListOffsetsPartitionResponse::default();
+            p.partition_index = partition.partition_index;
+            p.error_code = code;
+            out.partitions.push(p);
+        }
+        answer.topics.push(out);
+    }
+    answer
+}
+
+fn offset_commit_error(request: OffsetCommitRequest, code: i16) -> OffsetCommitResponse {
+    let mut answer = OffsetCommitResponse::default();
+    for topic in request.topics {
+        let mut out = offset_commit_response::OffsetCommitResponseTopic::default();
+        out.name = topic.name;
+        out.topic_id = topic.topic_id;
+        for partition in topic.partitions {
+            let mut p = offset_commit_response::OffsetCommitResponsePartition::default();
+            p.partition_index = partition.partition_index;
+            p.error_code = code;
+            out.partitions.push(p);
+        }
+        answer.topics.push(out);
+    }
+    answer
+}
+
+/// A FindCoordinator answer with `code`: for the one key asked before version 4, for each
+/// key from then on.
+fn find_coordinator_error(
+    request: FindCoordinatorRequest,
     code: i16,
     version: i16,
-) -> kafka_protocol::messages::OffsetFetchResponse {
-    let mut answer = kafka_protocol::messages::OffsetFetchResponse::default();
+) -> FindCoordinatorResponse {
+    let mut answer = FindCoordinatorResponse::default();
+    if version < 4 {
+        answer.error_code = code;
+        answer.node_id = (-1).into();
+        answer.port = -1;
+        return answer;
+    }
+    for key in request.coordinator_keys {
+        let mut c = find_coordinator_response::Coordinator::default();
+        c.key = key;
+        c.error_code = code;
+        c.node_id = (-1).into();
+        c.port = -1;
+        answer.coordinators.push(c);
+    }
+    answer
+}
+
+/// An OffsetFetch answer with `code`: per group from version 8, else for the whole request
+/// (from version 2) and each partition asked for.
+fn offset_fetch_error(request: OffsetFetchRequest, code: i16, version: i16) -> OffsetFetchResponse {
+    let mut answer = OffsetFetchResponse::default();
     if version >= 8 {
         for group in request.groups {
             let mut out = offset_fetch_response::OffsetFetchResponseGroup::default();
