@@ -1,9 +1,9 @@
 //! Broker answers a test chooses, through the fault proxy of the test support crate, against
 //! the real broker: retriable errors of every API the runtime sends, during processing, a
 //! restore and a standby's catch-up, stop no instance and leave counts and outputs exact; a
-//! Produce answer dropped after the write counts nothing twice; a fatal error reaches the
-//! error policy with its cause; a blackholed instance loses its tasks to the other and
-//! rejoins when the blackhole lifts.
+//! Produce answer dropped after the write counts nothing twice; a fatal error (of an output,
+//! of a restore) reaches the error policy with its cause; a blackholed instance loses its
+//! tasks to the other and rejoins when the blackhole lifts.
 
 mod support;
 
@@ -374,6 +374,33 @@ fn a_fatal_error_reaches_the_policy_with_its_cause() {
     let message = format!("{err}");
     assert!(
         message.contains("TopicAuthorizationFailed") && message.contains("Produce"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_fatal_error_of_a_restore_reaches_the_policy_with_its_cause() {
+    let Some(setup) = Setup::new("a_fatal_error_of_a_restore_reaches_the_policy_with_its_cause")
+    else {
+        return;
+    };
+    let fatal = setup
+        .proxy
+        .inject(
+            Fault::error(ApiKey::ListOffsets, E::TopicAuthorizationFailed)
+                .client("-restore-consumer"),
+        )
+        .expect("a fault");
+    let dir = tempdir();
+    let a = setup.start("a", dir.path());
+    assert!(fatal.wait(FIRE_TIMEOUT), "the fault never fired");
+    assert!(
+        wait_until(Duration::from_secs(30), || !a.running()),
+        "the instance went on after a fatal error"
+    );
+    let message = format!("{}", a.stop().expect_err("a fatal error"));
+    assert!(
+        message.contains("TopicAuthorizationFailed") && message.contains("ListOffsets"),
         "{message}"
     );
 }
