@@ -56,7 +56,10 @@ impl Reader {
     /// # Errors
     /// `Timeout` when no broker answers in time, `Backend` otherwise.
     pub fn watermarks(&self) -> Result<(u64, u64)> {
-        let doing = format!("fetching watermarks of {}/{}", self.topic, self.partition);
+        let doing = format!(
+            "fetching watermarks of {}/{} (ListOffsets)",
+            self.topic, self.partition
+        );
         let mut retry = Retry::new(&doing, self.timeout);
         let (low, high) = loop {
             let timeout = retry.attempt_timeout();
@@ -184,7 +187,7 @@ impl Reader {
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(err @ KafkaError::MessageConsumptionFatal(_))) => {
-                    return Err(convert("reading the changelog", err));
+                    return Err(convert("reading the changelog (Fetch)", err));
                 }
                 // Transient errors (a broker reconnecting) are retried by librdkafka itself.
                 Some(Err(err)) => tracing::debug!(%err, "kafka consumer error while reading"),

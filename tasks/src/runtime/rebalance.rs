@@ -141,7 +141,7 @@ impl Shared {
             }
         }
         let committed = retry(
-            "reading the group offsets",
+            "reading the group offsets (OffsetFetch)",
             self.config.request_timeout(),
             |timeout| consumer.committed_offsets(tpl.clone(), timeout),
         );
