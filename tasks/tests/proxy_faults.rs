@@ -405,6 +405,42 @@ fn a_fatal_error_of_a_restore_reaches_the_policy_with_its_cause() {
     );
 }
 
+/// librdkafka starts fetching a newly assigned partition only once the group coordinator
+/// answered its committed offset, and never does when that answer is an error it does not
+/// retry: the instance assigns such a task's partitions again, at the task's position.
+#[test]
+fn partitions_whose_committed_offset_query_failed_are_fetched_all_the_same() {
+    let Some(setup) =
+        Setup::new("partitions_whose_committed_offset_query_failed_are_fetched_all_the_same")
+    else {
+        return;
+    };
+    let mut expected = BTreeMap::new();
+    setup.produce(0..1_000, &mut expected);
+    // The instance's own query of the group's offsets at the assignment (which falls back to
+    // the tasks' positions), then librdkafka's.
+    let refused = setup
+        .proxy
+        .inject(
+            Fault::error(ApiKey::OffsetFetch, E::GroupAuthorizationFailed)
+                .times(2)
+                .client("-consumer"),
+        )
+        .expect("a fault");
+    let dir = tempdir();
+    let config = TasksConfig {
+        request_timeout_ms: 3_000,
+        num_standby_replicas: 0,
+        ..setup.config("a", dir.path())
+    };
+    let a = Instance::start("a", config, &setup.output);
+    assert_fired(&[("refused OffsetFetch".to_owned(), refused)], &[&a]);
+    setup.assert_counts(&expected, &[&a]);
+    a.stop()
+        .expect("the instance ran through the refused queries");
+    setup.assert_outputs(1_000);
+}
+
 #[test]
 fn a_blackholed_instance_loses_its_tasks_and_rejoins() {
     let Some(setup) = Setup::new("a_blackholed_instance_loses_its_tasks_and_rejoins") else {
