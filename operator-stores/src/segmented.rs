@@ -10,7 +10,15 @@ use parking_lot::{Mutex, MutexGuard};
 use store_api::{KeyValueStore, KvIter, KvPair, Result, WriteBatch};
 
 use crate::layout::{META_KEY, Segments, encode_ts, push_key, read_stream_time, segment_prefix};
-use crate::window::DropCounts;
+
+/// How many writes a store refused since it was opened, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Puts of windows older than the retention.
+    pub expired: u64,
+    /// Records whose windows had all closed (see [`WindowStore::aggregate`](crate::window::WindowStore::aggregate)).
+    pub late: u64,
+}
 
 /// Mutable state, behind one lock so that writes are serialized.
 #[derive(Debug)]

@@ -53,6 +53,7 @@ use store_api::{Error, KeyValueStore, Result, WriteBatch};
 use crate::layout::{
     DATA_TAG, checked_grace, decode_ts, encode_ts, push_key, read_key, read_time, segment_prefix,
 };
+pub use crate::segmented::DropCounts;
 use crate::segmented::{KeyBounds, SegmentedStore, WriteState, key_range_bounds};
 
 /// Options of a [`WindowStore`].
@@ -102,15 +103,6 @@ pub enum PutOutcome {
     Expired,
     /// Refused: every window of the record closed more than the grace period ago.
     Late,
-}
-
-/// How many writes a store refused since it was opened, by reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DropCounts {
-    /// Puts of windows older than the retention.
-    pub expired: u64,
-    /// Records whose windows had all closed (see [`WindowStore::aggregate`]).
-    pub late: u64,
 }
 
 /// One entry of [`WindowStore::fetch_all`].

@@ -34,7 +34,7 @@ use statestore_changelog::{
 use store_api::{Error, ErrorKind, Result};
 
 use crate::config::TasksConfig;
-use crate::group::client_config::{consumer_config, unique_client_id};
+use crate::group::client_config::{client_prefix, consumer_client_id, consumer_config};
 use crate::group::topics::{self, convert};
 use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
@@ -105,6 +105,12 @@ impl Application {
         listener: Box<dyn RestoreListener + Send>,
     ) -> Result<Application> {
         config.validate()?;
+        // Every client of this instance, the changelogs' too, is named after this prefix.
+        let mut config = config;
+        let prefix = client_prefix(&config);
+        config
+            .properties
+            .insert("client.id".to_owned(), prefix.clone());
         if let Some(endpoint) = &config.application_server {
             crate::group::endpoint::validate(endpoint)?;
         }
@@ -138,10 +144,7 @@ impl Application {
             lifecycle: crate::runtime::lifecycle::Lifecycle::new(),
             listener: Mutex::new(listener),
             standbys: Mutex::new(Standbys::new()),
-            client_id: unique_client_id(
-                &config.application_id,
-                config.application_server.as_deref(),
-            ),
+            client_id: consumer_client_id(&prefix, config.application_server.as_deref()),
             rebalances,
             clients,
             outputs: Mutex::new(Outputs::new(

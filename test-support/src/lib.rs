@@ -10,9 +10,11 @@
 
 mod cluster;
 mod netns;
+pub mod proxy;
 
 pub use cluster::Cluster;
 pub use netns::NetNamespace;
+pub use proxy::FaultProxy;
 
 use std::ffi::OsStr;
 use std::io::Write;

@@ -30,7 +30,7 @@ pub fn partition_count<C: ClientContext>(
     topic: &str,
     timeout: Duration,
 ) -> Result<Option<usize>> {
-    let doing = format!("fetching the metadata of topic {topic}");
+    let doing = format!("fetching the metadata of topic {topic} (Metadata)");
     let metadata = retry(&doing, timeout, |timeout| {
         client.fetch_metadata(Some(topic), timeout)
     })?;
@@ -80,7 +80,7 @@ pub fn create_topic(
         new_topic = new_topic.set(key, value);
     }
     new_topic = new_topic.set("cleanup.policy", "compact");
-    let doing = format!("creating topic {topic}");
+    let doing = format!("creating topic {topic} (CreateTopics)");
     create_retrying(admin, &new_topic, &doing, timeout)?;
     tracing::info!(%topic, partitions, "created changelog topic (or found it created)");
     Ok(())
@@ -143,7 +143,7 @@ pub fn await_partition<C: ClientContext>(
     let deadline = Instant::now() + timeout;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let doing = format!("fetching metadata of topic {topic}");
+        let doing = format!("fetching metadata of topic {topic} (Metadata)");
         let metadata = retry(&doing, remaining, |timeout| {
             client.fetch_metadata(Some(topic), timeout)
         })?;

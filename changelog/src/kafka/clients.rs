@@ -54,7 +54,9 @@ struct Inner {
     properties: BTreeMap<String, String>,
     produce_timeout: Duration,
     admin_timeout: Duration,
+    /// The producer's settings.
     base: ClientConfig,
+    admin_config: ClientConfig,
     producer: Mutex<Option<Arc<PolledProducer>>>,
     readers: Arc<ReaderPool>,
     admin: Mutex<Option<AdminClient<DefaultClientContext>>>,
@@ -81,9 +83,10 @@ impl KafkaClients {
                 properties: config.properties.clone(),
                 produce_timeout: config.produce_timeout(),
                 admin_timeout: config.admin_timeout(),
-                base: config.client_config(),
+                base: config.role_config("producer"),
+                admin_config: config.role_config("admin"),
                 producer: Mutex::new(None),
-                readers: Arc::new(ReaderPool::new(config.client_config())),
+                readers: Arc::new(ReaderPool::new(config.role_config("restore-consumer"))),
                 admin: Mutex::new(None),
                 topics: Mutex::new(HashMap::new()),
                 producers_created: AtomicU64::new(0),
@@ -176,7 +179,7 @@ impl KafkaClients {
             Some(client) => client,
             empty => empty.insert(
                 self.inner
-                    .base
+                    .admin_config
                     .create()
                     .map_err(|err| convert("creating the kafka admin client", err))?,
             ),
@@ -245,7 +248,7 @@ impl KafkaClients {
         self.inner.admin_timeout
     }
 
-    /// The librdkafka configuration every client starts from.
+    /// The producer's librdkafka configuration.
     pub(super) fn base(&self) -> &ClientConfig {
         &self.inner.base
     }

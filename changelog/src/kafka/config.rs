@@ -227,6 +227,22 @@ impl KafkaConfig {
         config.set("bootstrap.servers", &self.bootstrap_servers);
         config
     }
+
+    /// [`client_config`](KafkaConfig::client_config) for one role of client, named as Kafka
+    /// Streams names its clients: `client.id` is the `client.id` property (or, without one,
+    /// the application id) followed by `-<role>` (`-producer`, `-restore-consumer`,
+    /// `-admin`), so the brokers' logs, quotas and metrics tell the clients apart.
+    pub(crate) fn role_config(&self, role: &str) -> ClientConfig {
+        let mut config = self.client_config();
+        let prefix = self
+            .properties
+            .get("client.id")
+            .unwrap_or(&self.application_id);
+        if !prefix.is_empty() {
+            config.set("client.id", format!("{prefix}-{role}"));
+        }
+        config
+    }
 }
 
 /// Checks a whole topic name: Kafka's characters, at most 249 bytes, not `.` or `..`.
@@ -292,6 +308,25 @@ mod tests {
             store_name: "counts".into(),
             ..KafkaConfig::default()
         }
+    }
+
+    #[test]
+    fn each_client_is_named_by_its_prefix_and_role() {
+        let mut config = named();
+        let id = |config: &KafkaConfig, role| {
+            config.role_config(role).get("client.id").map(str::to_owned)
+        };
+        assert_eq!(id(&config, "producer").as_deref(), Some("app-producer"));
+        config
+            .properties
+            .insert("client.id".into(), "app-host1-0".into());
+        assert_eq!(
+            id(&config, "restore-consumer").as_deref(),
+            Some("app-host1-0-restore-consumer")
+        );
+        assert_eq!(id(&config, "admin").as_deref(), Some("app-host1-0-admin"));
+        let unnamed = KafkaConfig::default();
+        assert_eq!(id(&unnamed, "producer"), None);
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl ProducerContext for DeliveryContext {
             (Delivery::Send(deliveries), Ok(_)) => deliveries.reported(None),
             (Delivery::Send(deliveries), Err((err, message))) => {
                 let what = format!(
-                    "record to {} (partition {}) was not delivered: {err}",
+                    "record to {} (partition {}) was not delivered (Produce): {err}",
                     message.topic(),
                     message.partition()
                 );
@@ -419,7 +419,7 @@ impl Appender {
 
     fn doing(&self, count: usize) -> String {
         format!(
-            "producing {count} records to {}/{}",
+            "producing {count} records to {}/{} (Produce)",
             self.topic, self.partition
         )
     }

@@ -18,13 +18,10 @@ use store_api::{BatchOp, Error, Result};
 
 use super::error::convert;
 use super::readers::ReaderPool;
-use super::retry::retry;
+use super::retry::Retry;
 use super::wire::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
 use crate::record::RecordKind;
-
-/// The longest wait for the metadata refresh before a watermarks request is sent again.
-const REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The reads of one (topic, partition), on consumers lent by the clients' [`ReaderPool`].
 pub struct Reader {
@@ -51,29 +48,38 @@ impl Reader {
     }
 
     /// The lowest offset held and one past the highest written. Retriable errors (a leader
-    /// that moved, a broker that is down) are retried until the admin timeout, with the
-    /// topic's metadata refreshed before each new attempt, so the request goes to the new
-    /// leader.
+    /// that moved, a broker that is down) are retried until the admin timeout, each new
+    /// attempt on a consumer other than the one that failed: a consumer that learned a leader
+    /// as unavailable (a broker fenced for a moment) keeps failing until its next periodic
+    /// metadata refresh, minutes later, while a new one asks the brokers.
     ///
     /// # Errors
     /// `Timeout` when no broker answers in time, `Backend` otherwise.
     pub fn watermarks(&self) -> Result<(u64, u64)> {
-        let doing = format!("fetching watermarks of {}/{}", self.topic, self.partition);
-        let fetch = |consumer: &BaseConsumer| {
-            let mut retried = false;
-            retry(&doing, self.timeout, |timeout| {
-                if std::mem::replace(&mut retried, true) {
-                    // Only to refresh librdkafka's view of the leaders: the next attempt
-                    // reports what still fails.
-                    let _ =
-                        consumer.fetch_metadata(Some(&self.topic), timeout.min(REFRESH_TIMEOUT));
+        let doing = format!(
+            "fetching watermarks of {}/{} (ListOffsets)",
+            self.topic, self.partition
+        );
+        let mut retry = Retry::new(&doing, self.timeout);
+        let (low, high) = loop {
+            let timeout = retry.attempt_timeout();
+            let fetched = match &self.held {
+                Some((consumer, _)) if retry.failures() == 0 => {
+                    consumer.fetch_watermarks(&self.topic, self.partition, timeout)
                 }
-                consumer.fetch_watermarks(&self.topic, self.partition, timeout)
-            })
-        };
-        let (low, high) = match &self.held {
-            Some((consumer, _)) => fetch(consumer)?,
-            None => self.readers.with_reader(fetch)?,
+                _ => {
+                    let consumer = self.readers.take()?;
+                    let fetched = consumer.fetch_watermarks(&self.topic, self.partition, timeout);
+                    if fetched.is_ok() {
+                        self.readers.give_back(consumer);
+                    }
+                    fetched
+                }
+            };
+            match fetched {
+                Ok(watermarks) => break watermarks,
+                Err(err) => retry.failed(err)?,
+            }
         };
         let as_offset = |o: i64| u64::try_from(o).unwrap_or(0);
         Ok((as_offset(low), as_offset(high)))
@@ -85,7 +91,14 @@ impl Reader {
     /// `Timeout` when records below the high watermark do not arrive in time, `Corruption`
     /// for a record without a key, `Backend` for a consumer error.
     pub fn read(&mut self, from: u64, max: usize) -> Result<Vec<ChangelogRecord>> {
-        let (low, high) = self.watermarks()?;
+        let (low, high) = match self.watermarks() {
+            Ok(watermarks) => watermarks,
+            Err(err) => {
+                // A consumer kept from the last read may be the one that failed.
+                self.held = None;
+                return Err(err);
+            }
+        };
         if max == 0 || from >= high {
             return Ok(Vec::new());
         }
@@ -114,8 +127,10 @@ impl Reader {
         };
         match next {
             Some(next) => self.held = Some((consumer, next)),
-            // At the end (or after an error) nothing more is wanted for now: the consumer
-            // goes back to the clients. The next read assigns the partition again.
+            // After an error the consumer is dropped (see `ReaderPool::with_reader`).
+            None if records.is_err() => {}
+            // At the end nothing more is wanted for now: the consumer goes back to the
+            // clients. The next read assigns the partition again.
             None => self.give_back(consumer),
         }
         records
@@ -172,7 +187,7 @@ impl Reader {
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(err @ KafkaError::MessageConsumptionFatal(_))) => {
-                    return Err(convert("reading the changelog", err));
+                    return Err(convert("reading the changelog (Fetch)", err));
                 }
                 // Transient errors (a broker reconnecting) are retried by librdkafka itself.
                 Some(Err(err)) => tracing::debug!(%err, "kafka consumer error while reading"),

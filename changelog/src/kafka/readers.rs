@@ -61,14 +61,19 @@ impl ReaderPool {
     }
 
     /// Runs `read` with a reader consumer: an idle one, or a new one. It goes back to the
-    /// idle ones after.
+    /// idle ones after a read that succeeded; one whose read failed is dropped, so that the
+    /// next read starts from the brokers' answers rather than from what the failed consumer
+    /// cached (librdkafka keeps a leader it learned as unavailable, while the broker was
+    /// fenced, until its next periodic metadata refresh).
     ///
     /// # Errors
     /// `read`'s error, or that of creating a consumer.
     pub fn with_reader<T>(&self, read: impl FnOnce(&BaseConsumer) -> Result<T>) -> Result<T> {
         let consumer = self.take()?;
         let result = read(&consumer);
-        self.give_back(consumer);
+        if result.is_ok() {
+            self.give_back(consumer);
+        }
         result
     }
 

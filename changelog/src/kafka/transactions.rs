@@ -89,6 +89,10 @@ impl Transactions {
 
     fn create(&self, base: &ClientConfig) -> Result<PolledProducer> {
         let mut config = base.clone();
+        // Told apart from the idempotent producer, which keeps the fences and repairs.
+        if let Some(id) = base.get("client.id") {
+            config.set("client.id", format!("{id}-transactional"));
+        }
         // librdkafka refuses a message timeout beyond the transaction's: a record not
         // delivered by then fails the transaction anyway.
         config

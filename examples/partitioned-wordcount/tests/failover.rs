@@ -8,6 +8,7 @@
 //! `STATESTORE_TASKS_LINES` sets the lines per produced round (default 1000, 8 records each).
 
 mod support;
+use support::instances::complete_within;
 use support::{BIN, output, unique};
 
 use std::io::{BufRead, BufReader};
@@ -214,7 +215,7 @@ impl Instance {
 /// Waits until the group's committed offsets reach the end of every input partition: every
 /// record is in the state (the group offset is committed after the stores).
 fn wait_complete(bootstrap: &str, topic: &str, app: &str, timeout: Duration) {
-    if let Err(why) = complete_within(bootstrap, topic, app, timeout) {
+    if let Err(why) = complete_within(bootstrap, (topic, app), timeout, || {}) {
         panic!("{why}");
     }
 }
@@ -227,7 +228,7 @@ fn wait_complete_logged(
     timeout: Duration,
     instances: &mut [&mut Instance],
 ) {
-    if let Err(why) = complete_within(bootstrap, topic, app, timeout) {
+    if let Err(why) = complete_within(bootstrap, (topic, app), timeout, || {}) {
         for (index, instance) in instances.iter_mut().enumerate() {
             let log = instance.drain();
             let start = log.len().saturating_sub(60);
@@ -235,56 +236,6 @@ fn wait_complete_logged(
         }
         panic!("{why}");
     }
-}
-
-/// Whether the group's offsets reach the end of every input partition within `timeout`.
-fn complete_within(
-    bootstrap: &str,
-    topic: &str,
-    app: &str,
-    timeout: Duration,
-) -> Result<(), String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", app)
-        .create()
-        .expect("consumer");
-    let deadline = Instant::now() + timeout;
-    loop {
-        // A loaded broker may not answer in time: that is "not yet", until the deadline.
-        let last = match group_progress(&consumer, topic) {
-            Ok((committed, ends)) if committed == ends => return Ok(()),
-            Ok((committed, ends)) => format!("group offsets {committed:?} of {ends:?}"),
-            Err(err) => format!("reading the offsets failed: {err}"),
-        };
-        if Instant::now() >= deadline {
-            return Err(format!("not complete within {timeout:?}: {last}"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The group's committed offsets and the end offsets of the 4 partitions of `topic`.
-fn group_progress(
-    consumer: &BaseConsumer,
-    topic: &str,
-) -> rdkafka::error::KafkaResult<(Vec<Offset>, Vec<Offset>)> {
-    let mut tpl = TopicPartitionList::new();
-    let mut ends = Vec::new();
-    for p in 0..4 {
-        tpl.add_partition(topic, p);
-        let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?;
-        ends.push(Offset::Offset(high));
-    }
-    let committed = consumer.committed_offsets(tpl, Duration::from_secs(10))?;
-    let committed = (0..4)
-        .map(|p| {
-            committed
-                .find_partition(topic, p)
-                .map_or(Offset::Invalid, |e| e.offset())
-        })
-        .collect();
-    Ok((committed, ends))
 }
 
 /// Produces lines `from..to` to `topic`.
@@ -611,7 +562,7 @@ fn a_group_offset_behind_the_stores_is_brought_up_without_new_records() {
     consumer
         .commit(&behind, CommitMode::Sync)
         .expect("move the group offsets back");
-    assert!(complete_within(&bootstrap, &topic, &app, Duration::from_secs(1)).is_err());
+    assert!(complete_within(&bootstrap, (&topic, &app), Duration::from_secs(1), || {}).is_err());
     let a = Instance::start(&bootstrap, &topic, &app, dir.path());
     wait_complete(&bootstrap, &topic, &app, Duration::from_secs(60));
     a.stop();

@@ -79,7 +79,15 @@ pub struct TasksConfig {
     /// directory). `[A-Za-z0-9._-]`, at most 249 characters. Default none (dynamic members,
     /// which leave the group when they close).
     pub group_instance_id: Option<String>,
-    /// Further librdkafka properties for every client (security, tuning).
+    /// Kafka Streams' `client.id`: what the `client.id` of each of this instance's clients
+    /// starts with. Each client's is `<client_id>-<instance id>-<role>`, the role one of
+    /// `consumer`, `producer`, `restore-consumer` and `admin`, and the instance id the
+    /// `group_instance_id` when set, else one made up when the application starts, so
+    /// every instance's clients differ and the brokers' logs, quotas and request metrics
+    /// tell them apart. `[A-Za-z0-9._-]`. Default: the application id.
+    pub client_id: Option<String>,
+    /// Further librdkafka properties for every client (security, tuning). `client.id` is
+    /// set through `client_id`.
     pub properties: BTreeMap<String, String>,
     /// What to do with an output record the brokers did not acknowledge. Default `fail`.
     pub production_error: ProductionErrorPolicy,
@@ -150,6 +158,7 @@ impl std::fmt::Debug for TasksConfig {
             .field("replication_factor", &self.replication_factor)
             .field("min_insync_replicas", &self.min_insync_replicas)
             .field("group_instance_id", &self.group_instance_id)
+            .field("client_id", &self.client_id)
             .field("properties", &redacted(&self.properties))
             .field("production_error", &self.production_error)
             .field("processing_error", &self.processing_error)
@@ -204,6 +213,7 @@ impl Default for TasksConfig {
             replication_factor: -1,
             min_insync_replicas: None,
             group_instance_id: None,
+            client_id: None,
             properties: BTreeMap::new(),
             production_error: ProductionErrorPolicy::Fail,
             processing_error: ErrorAction::Fail,

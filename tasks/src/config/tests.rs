@@ -184,6 +184,30 @@ fn group_instance_ids_follow_kafka() {
 }
 
 #[test]
+fn client_ids_are_set_through_client_id_with_kafkas_characters() {
+    TasksConfig {
+        client_id: Some("shop.eu-1".into()),
+        ..valid()
+    }
+    .validate()
+    .expect("a good client id");
+    let err = TasksConfig {
+        client_id: Some("shop 1".into()),
+        ..valid()
+    }
+    .validate()
+    .expect_err("a space");
+    assert!(err.to_string().contains("client_id"), "{err}");
+    let err = TasksConfig {
+        properties: BTreeMap::from([("client.id".to_owned(), "x".to_owned())]),
+        ..valid()
+    }
+    .validate()
+    .expect_err("client.id as a property");
+    assert!(err.to_string().contains("client_id field"), "{err}");
+}
+
+#[test]
 fn changelogs_take_the_applications_min_insync_unless_the_store_names_one() {
     let mut own = StoreSpec::new("own", "memory");
     own.topic_properties.insert(MIN_INSYNC.into(), "1".into());

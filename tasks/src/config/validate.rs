@@ -45,6 +45,7 @@ impl TasksConfig {
     /// `InvalidArgument` naming the first bad option.
     pub fn validate(&self) -> Result<()> {
         validate_application_id(&self.application_id)?;
+        self.validate_client_id()?;
         if self.bootstrap_servers.trim().is_empty() {
             return Err(Error::invalid("bootstrap_servers is empty"));
         }
@@ -143,6 +144,28 @@ pub fn validate_application_id(id: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+impl TasksConfig {
+    /// `client_id` holds only the characters of a Kafka name, and no property sets
+    /// `client.id` past it.
+    fn validate_client_id(&self) -> Result<()> {
+        if self.properties.contains_key("client.id") {
+            return Err(Error::invalid(
+                "the property client.id is set through the client_id field, which each \
+                 client's role follows",
+            ));
+        }
+        let Some(id) = &self.client_id else {
+            return Ok(());
+        };
+        if let Err(err) = validate_topic(id) {
+            return Err(Error::invalid(format!(
+                "client_id {id:?} is not valid: {err}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The topic property that says how many replicas must hold a write before `acks=all` returns.

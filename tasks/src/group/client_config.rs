@@ -1,5 +1,7 @@
 //! The librdkafka settings of the instance's group consumer.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rdkafka::ClientConfig;
 
 use crate::config::TasksConfig;
@@ -8,14 +10,40 @@ use crate::config::TasksConfig;
 /// unless the properties say otherwise.
 const STATISTICS_INTERVAL_MS: &str = "5000";
 
-/// A `client.id` no other instance uses: `<application_id>-<pid>-<nanoseconds>`, followed by
-/// the instance's endpoint when it has one (see the `endpoint` module).
-pub(crate) fn unique_client_id(application_id: &str, endpoint: Option<&str>) -> String {
+/// What every `client.id` of this instance starts with: `<client_id>-<instance id>`, the
+/// client id defaulting to the application id and the instance id to the
+/// `group_instance_id`, or else to 16 hex digits made from the clock and the process, so no
+/// other instance's clients share it. Each client adds `-<role>`.
+pub(crate) fn client_prefix(config: &TasksConfig) -> String {
+    let name = config
+        .client_id
+        .as_deref()
+        .unwrap_or(&config.application_id);
+    let instance = config
+        .group_instance_id
+        .clone()
+        .unwrap_or_else(made_up_instance_id);
+    format!("{name}-{instance}")
+}
+
+/// 16 hex digits that differ between instances and sort by their start: the clock in units
+/// of 65.5 µs, then the process id's and a counter's last 8 bits, so instances of one process
+/// or of several started together still differ. Member ids start with the client id, and
+/// the members in that order are the order the group assigns in.
+fn made_up_instance_id() -> String {
+    static STARTED: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let unique = format!("{application_id}-{}-{nanos}", std::process::id());
-    crate::group::endpoint::encode(&unique, endpoint)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let pid = u64::from(std::process::id()) & 0xFF;
+    let count = STARTED.fetch_add(1, Ordering::Relaxed) & 0xFF;
+    format!("{:016x}", (nanos & !0xFFFF) | (pid << 8) | count)
+}
+
+/// The group consumer's `client.id`: `<prefix>-consumer`, followed by the instance's
+/// endpoint when it has one (see the `endpoint` module).
+pub(crate) fn consumer_client_id(prefix: &str, endpoint: Option<&str>) -> String {
+    crate::group::endpoint::encode(&format!("{prefix}-consumer"), endpoint)
 }
 
 /// Bootstrap servers, the passthrough properties and the timeouts.
@@ -65,6 +93,59 @@ pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_are_named_application_instance_role() {
+        let mut config = TasksConfig {
+            application_id: "wordcount".into(),
+            group_instance_id: Some("host-1".into()),
+            ..TasksConfig::default()
+        };
+        let prefix = client_prefix(&config);
+        assert_eq!(prefix, "wordcount-host-1");
+        assert_eq!(
+            consumer_client_id(&prefix, None),
+            "wordcount-host-1-consumer"
+        );
+        let with_endpoint = consumer_client_id(&prefix, Some("127.0.0.1:8080"));
+        assert!(
+            with_endpoint.starts_with("wordcount-host-1-consumer"),
+            "{with_endpoint}"
+        );
+        assert_eq!(
+            crate::group::endpoint::decode(&with_endpoint).as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        config.client_id = Some("shop".into());
+        assert_eq!(client_prefix(&config), "shop-host-1");
+        // The changelog clients take the prefix as their `client.id` and add their roles.
+        let store = crate::StoreSpec::new("counts", "memory");
+        config
+            .properties
+            .insert("client.id".into(), client_prefix(&config));
+        let changelog = config.changelog_config(&store, 1);
+        assert_eq!(
+            changelog.properties.get("client.id").map(String::as_str),
+            Some("shop-host-1")
+        );
+    }
+
+    #[test]
+    fn instances_without_a_group_instance_id_get_ids_of_their_own() {
+        let config = TasksConfig {
+            application_id: "wordcount".into(),
+            ..TasksConfig::default()
+        };
+        let (a, b) = (client_prefix(&config), client_prefix(&config));
+        assert!(a < b, "{a} sorts before {b}, started later");
+        let instance = a
+            .strip_prefix("wordcount-")
+            .expect("the application id first");
+        assert!(
+            instance.len() == 16 && instance.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{a}"
+        );
+    }
 
     #[test]
     fn the_group_consumer_carries_the_instance_id_only_when_set() {

@@ -62,6 +62,7 @@ impl Shared {
                     revoked: false,
                     floors,
                     started: Instant::now(),
+                    not_fetching_since: None,
                 };
                 restorer.tasks.insert(partition, restoring);
             }
@@ -140,7 +141,7 @@ impl Shared {
             }
         }
         let committed = retry(
-            "reading the group offsets",
+            "reading the group offsets (OffsetFetch)",
             self.config.request_timeout(),
             |timeout| consumer.committed_offsets(tpl.clone(), timeout),
         );

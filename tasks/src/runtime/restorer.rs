@@ -24,6 +24,8 @@ pub(crate) struct Restoring {
     /// committed state starts.
     pub floors: Vec<Option<u64>>,
     pub started: Instant,
+    /// Since when the task, restored, waits for librdkafka to start fetching its partitions.
+    pub not_fetching_since: Option<Instant>,
 }
 
 /// A finished restore: the task's partition and its opened task.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, RebalanceProtocol};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use statestore_changelog::TaskId;
@@ -72,6 +72,7 @@ impl Shared {
             let mut restorer = self.restorer.lock();
             let again = Restoring {
                 started: Instant::now(),
+                not_fetching_since: None,
                 ..restoring
             };
             restorer.tasks.insert(partition, again);
@@ -140,7 +141,16 @@ impl Shared {
             let resumed = match self.seek_to_position(consumer, &restoring, &mut task)? {
                 Sought::All(resumed) => resumed,
                 Sought::NotFetching => {
-                    tracing::debug!(task = %task.id, "partitions not fetched yet; seeking later");
+                    let mut restoring = restoring;
+                    let since = *restoring
+                        .not_fetching_since
+                        .get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.config.request_timeout() {
+                        self.assign_again(consumer, &task)?;
+                        restoring.not_fetching_since = Some(Instant::now());
+                    } else {
+                        tracing::debug!(task = %task.id, "partitions not fetched yet; seeking later");
+                    }
                     waiting.push((partition, restoring, task));
                     continue;
                 }
@@ -201,21 +211,7 @@ impl Shared {
         // commit brings up to the positions.
         task.start_from(&restoring.floors);
         let mut wanted = TopicPartitionList::new();
-        for (topic, input) in self.inputs.iter().enumerate() {
-            let offset = match task.next_offset(topic).map(i64::try_from) {
-                Some(Ok(offset)) => Offset::Offset(offset),
-                Some(Err(_)) => {
-                    return Err(Error::invalid(format!(
-                        "task {} holds an offset beyond Kafka's range",
-                        task.id
-                    )));
-                }
-                None => Offset::Beginning,
-            };
-            wanted
-                .add_partition_offset(input, partition_id(partition), offset)
-                .map_err(|err| convert(doing, err))?;
-        }
+        self.add_positions(&mut wanted, task)?;
         let sought = consumer
             .seek_partitions(wanted, self.config.request_timeout())
             .map_err(|err| convert(doing, err))?;
@@ -234,6 +230,86 @@ impl Shared {
             }
         }
         Ok(Sought::All(sought))
+    }
+
+    /// Assigns the input partitions of the restored `task` again, at its position, for
+    /// librdkafka to start fetching them: it starts a newly assigned partition only once the
+    /// group coordinator answered its committed offset, and leaves it unfetched (and
+    /// unseekable) for good when that query fails, as it may when the coordinator was away
+    /// (librdkafka's documented answer is an unassign and assign by the application). Under
+    /// the cooperative protocol only the task's partitions are assigned again; under the eager
+    /// one the whole assignment is, each open task's partitions at that task's position and
+    /// the restoring tasks' at the group's offsets, paused again.
+    ///
+    /// # Errors
+    /// An assignment or pause librdkafka refuses, or a position beyond Kafka's range.
+    fn assign_again(&self, consumer: &BaseConsumer<GroupContext>, task: &Task) -> Result<()> {
+        let doing = "assigning a restored task's partitions again";
+        tracing::warn!(
+            task = %task.id,
+            next = ?task.next_offsets(),
+            "librdkafka never started fetching a restored task's partitions: assigning them again"
+        );
+        let mut mine = TopicPartitionList::new();
+        self.add_positions(&mut mine, task)?;
+        if matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        ) {
+            consumer
+                .incremental_unassign(&mine)
+                .and_then(|()| consumer.incremental_assign(&mine))
+                .map_err(|err| convert(doing, err))?;
+        } else {
+            let assigned = consumer.assignment().map_err(|err| convert(doing, err))?;
+            let partitions: std::collections::BTreeSet<u32> = assigned
+                .elements()
+                .iter()
+                .filter_map(|elem| u32::try_from(elem.partition()).ok())
+                .filter(|&partition| partition != task.id.partition)
+                .collect();
+            let mut all = TopicPartitionList::new();
+            {
+                let tasks = self.tasks.lock();
+                for partition in partitions {
+                    if let Some(open) = tasks.get(&partition) {
+                        self.add_positions(&mut all, open)?;
+                        continue;
+                    }
+                    for input in &self.inputs {
+                        all.add_partition_offset(input, partition_id(partition), Offset::Stored)
+                            .map_err(|err| convert(doing, err))?;
+                    }
+                }
+            }
+            self.add_positions(&mut all, task)?;
+            consumer.assign(&all).map_err(|err| convert(doing, err))?;
+            self.pause_restoring(consumer, &all);
+        }
+        consumer.pause(&mine).map_err(|err| convert(doing, err))
+    }
+
+    /// Adds the input partitions of `task` to `tpl`, each at the task's next offset (the
+    /// earliest where it has none).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an offset beyond Kafka's range.
+    fn add_positions(&self, tpl: &mut TopicPartitionList, task: &Task) -> Result<()> {
+        for (topic, input) in self.inputs.iter().enumerate() {
+            let offset = match task.next_offset(topic).map(i64::try_from) {
+                Some(Ok(offset)) => Offset::Offset(offset),
+                Some(Err(_)) => {
+                    return Err(Error::invalid(format!(
+                        "task {} holds an offset beyond Kafka's range",
+                        task.id
+                    )));
+                }
+                None => Offset::Beginning,
+            };
+            tpl.add_partition_offset(input, partition_id(task.id.partition), offset)
+                .map_err(|err| convert("listing a task's positions", err))?;
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout` for the restores in flight and closes what they restored.

@@ -165,11 +165,11 @@ pub(crate) fn commit_group(
         let offset = i64::try_from(offset)
             .map_err(|_| Error::invalid(format!("offset {offset} is beyond kafka's range")))?;
         tpl.add_partition_offset(topic, partition_id(partition), Offset::Offset(offset))
-            .map_err(|err| convert("committing the group offsets", err))?;
+            .map_err(|err| convert("committing the group offsets (OffsetCommit)", err))?;
     }
     consumer
         .commit(&tpl, CommitMode::Sync)
-        .map_err(|err| convert("committing the group offsets", err))
+        .map_err(|err| convert("committing the group offsets (OffsetCommit)", err))
 }
 
 /// Whether partition `partition` of `topic` is in `consumer`'s assignment (true when the

@@ -130,9 +130,12 @@ pub fn partition_of(word: &str, partitions: u32) -> i32 {
     i32::try_from(hash % partitions).expect("small")
 }
 
+/// A store's content: each key's value.
+pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
 /// The state that whole commits of partition `partition` of changelog `topic` from offset
-/// `from` up to offset `to` (default: the end) build, and the number of updates they hold (commit markers and a torn tail are
-/// not replayed, as a restore does not).
+/// `from` up to offset `to` (default: the end) build, and the number of updates they hold
+/// (commit markers and a torn tail are not replayed, as a restore does not).
 pub fn replay_from(
     bootstrap: &str,
     topic: &str,
@@ -140,21 +143,38 @@ pub fn replay_from(
     from: Option<u64>,
     to: Option<u64>,
 ) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
+    try_replay_from(bootstrap, topic, partition, from, to).expect("replaying a changelog")
+}
+
+/// [`replay_from`], with the error of a log that cannot be read (yet).
+pub fn try_replay_from(
+    bootstrap: &str,
+    topic: &str,
+    partition: u32,
+    from: Option<u64>,
+    to: Option<u64>,
+) -> store_api::Result<(Model, u64)> {
     let config = KafkaConfig {
         bootstrap_servers: bootstrap.to_owned(),
         admin_timeout_ms: 10_000,
         ..KafkaConfig::default()
     };
-    let log = KafkaLog::open_topic(config, topic, partition).expect("open changelog");
-    let from = from.unwrap_or_else(|| log.start_offset().expect("start"));
-    let end = to.unwrap_or_else(|| log.end_offset().expect("end"));
+    let log = KafkaLog::open_topic(config, topic, partition)?;
+    let from = match from {
+        Some(from) => from,
+        None => log.start_offset()?,
+    };
+    let end = match to {
+        Some(to) => to,
+        None => log.end_offset()?,
+    };
     let mut reader = CommitReader::new(&log, from);
     let mut model = BTreeMap::new();
     let mut updates = 0;
     while reader.position() < end {
         // Never past `end`, so a later writer's commits are not counted.
         let window = usize::try_from(end - reader.position()).map_or(1000, |w| w.min(1000));
-        let released = reader.read(window).expect("read");
+        let released = reader.read(window)?;
         if released.last_read.is_none() {
             break;
         }
@@ -170,7 +190,7 @@ pub fn replay_from(
             }
         }
     }
-    (model, updates)
+    Ok((model, updates))
 }
 
 /// [`replay_from`] the start of the log.
@@ -189,15 +209,25 @@ pub fn counts_of(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<String, u64> {
 
 /// Sums the counts of every partition of `<app>-counts-changelog`.
 pub fn changelog_counts(bootstrap: &str, app: &str, partitions: u32) -> BTreeMap<String, u64> {
+    try_changelog_counts(bootstrap, app, partitions).expect("reading the changelog counts")
+}
+
+/// [`changelog_counts`], with the error of a changelog that cannot be read (yet): for checks
+/// polled while brokers or the application's topics may not answer.
+pub fn try_changelog_counts(
+    bootstrap: &str,
+    app: &str,
+    partitions: u32,
+) -> store_api::Result<BTreeMap<String, u64>> {
     let topic = format!("{app}-counts-changelog");
     let mut total = BTreeMap::new();
     for partition in 0..partitions {
-        let (model, _) = replay(bootstrap, &topic, partition);
+        let (model, _) = try_replay_from(bootstrap, &topic, partition, None, None)?;
         for (word, count) in counts_of(&model) {
             *total.entry(word).or_insert(0) += count;
         }
     }
-    total
+    Ok(total)
 }
 
 /// Polls until `done` or `timeout`.

@@ -311,29 +311,57 @@ pub fn wait_complete(
     timeout: Duration,
     instances: &mut [&mut Instance],
 ) {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", app)
-        .create()
-        .expect("consumer");
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = match group_progress(&consumer, topic) {
-            Ok((committed, ends)) if committed == ends => return,
-            Ok((committed, ends)) => format!("group offsets {committed:?} of {ends:?}"),
-            Err(err) => format!("reading the offsets failed: {err}"),
-        };
+    let check = || {
         for instance in instances.iter_mut() {
             instance.assert_running();
         }
-        if Instant::now() >= deadline {
-            for instance in instances.iter_mut() {
-                let name = instance.name;
-                let log = instance.drain();
-                let start = log.len().saturating_sub(40);
-                eprintln!("instance {name}, last lines: {:#?}", &log[start..]);
+    };
+    if let Err(why) = complete_within(bootstrap, (topic, app), timeout, check) {
+        for instance in instances.iter_mut() {
+            let name = instance.name;
+            let log = instance.drain();
+            let start = log.len().saturating_sub(40);
+            eprintln!("instance {name}, last lines: {:#?}", &log[start..]);
+        }
+        panic!("{why}");
+    }
+}
+
+/// Whether the group's committed offsets reach the end of every input partition within
+/// `timeout`, calling `between` between two looks. After a failed look the next one asks
+/// with a new consumer: one that learned a leader as unavailable (a broker fenced for a
+/// moment) keeps failing until its next periodic metadata refresh, minutes later.
+///
+/// # Errors
+/// What was seen last, when the deadline passed.
+pub fn complete_within(
+    bootstrap: &str,
+    (topic, app): (&str, &str),
+    timeout: Duration,
+    mut between: impl FnMut(),
+) -> Result<(), String> {
+    let new_consumer = || -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", app)
+            .create()
+            .expect("consumer")
+    };
+    let mut consumer = new_consumer();
+    let deadline = Instant::now() + timeout;
+    loop {
+        // A loaded broker may not answer in time: that is "not yet", until the deadline.
+        let last = match group_progress(&consumer, topic) {
+            Ok((committed, ends)) if committed == ends => return Ok(()),
+            Ok((committed, ends)) => format!("group offsets {committed:?} of {ends:?}"),
+            Err(err) => {
+                consumer = new_consumer();
+                format!("reading the offsets failed: {err}")
             }
-            panic!("not complete within {timeout:?}: {last}");
+        };
+        between();
+        if Instant::now() >= deadline {
+            return Err(format!("not complete within {timeout:?}: {last}"));
         }
         std::thread::sleep(Duration::from_millis(300));
     }

@@ -1,0 +1,295 @@
+//! Requests and answers encoded and decoded as a client and a broker would.
+
+use kafka_protocol::messages::{
+    ApiVersionsResponse, ListOffsetsRequest, MetadataResponse, api_versions_response,
+    list_offsets_request, metadata_response,
+};
+use kafka_protocol::protocol::encode_request_header_into_buffer;
+
+use super::*;
+
+fn frame(api: ApiKey, version: i16, body: &RequestKind) -> Bytes {
+    let mut header = RequestHeader::default();
+    header.request_api_key = api as i16;
+    header.request_api_version = version;
+    header.correlation_id = 42;
+    header.client_id = Some(StrBytes::from_static_str("app-1-consumer"));
+    let mut out = BytesMut::new();
+    encode_request_header_into_buffer(&mut out, &header).expect("header");
+    body.encode(&mut out, version)
+        .unwrap_or_else(|err| panic!("{api:?} v{version}: {err}"));
+    out.freeze()
+}
+
+#[test]
+fn a_list_offsets_request_is_answered_with_the_error_in_each_partition() {
+    let mut partition = list_offsets_request::ListOffsetsPartition::default();
+    partition.partition_index = 3;
+    let mut topic = list_offsets_request::ListOffsetsTopic::default();
+    topic.name = StrBytes::from_static_str("app-counts-changelog").into();
+    topic.partitions.push(partition);
+    let mut request = ListOffsetsRequest::default();
+    request.topics.push(topic);
+    for version in [1, 7, 10] {
+        let parsed = Request::parse(&frame(
+            ApiKey::ListOffsets,
+            version,
+            &RequestKind::ListOffsets(request.clone()),
+        ))
+        .expect("a request");
+        assert_eq!(
+            (parsed.api, parsed.correlation_id),
+            (ApiKey::ListOffsets, 42)
+        );
+        assert_eq!(parsed.client_id, "app-1-consumer");
+        let mut answer = parsed.error_answer(6).expect("an answer");
+        let header = ResponseHeader::decode(
+            &mut answer,
+            ApiKey::ListOffsets.response_header_version(version),
+        )
+        .expect("header");
+        assert_eq!(header.correlation_id, 42);
+        let body = kafka_protocol::messages::ListOffsetsResponse::decode(&mut answer, version)
+            .expect("body");
+        let p = &body.topics[0].partitions[0];
+        assert_eq!((p.partition_index, p.error_code), (3, 6), "v{version}");
+    }
+}
+
+fn answer(api: ApiKey, version: i16, body: &ResponseKind) -> Bytes {
+    encode(api, version, 7, body).expect("an answer")
+}
+
+fn decoded(api: ApiKey, version: i16, mut frame: Bytes) -> ResponseKind {
+    let header =
+        ResponseHeader::decode(&mut frame, api.response_header_version(version)).expect("header");
+    assert_eq!(header.correlation_id, 7);
+    ResponseKind::decode(api, &mut frame, version).expect("body")
+}
+
+#[test]
+fn metadata_answers_name_the_proxy_and_carry_the_armed_error() {
+    let mut broker = metadata_response::MetadataResponseBroker::default();
+    broker.node_id = 2.into();
+    broker.host = StrBytes::from_static_str("10.0.0.2");
+    broker.port = 9092;
+    let mut topic = metadata_response::MetadataResponseTopic::default();
+    topic.name = Some(StrBytes::from_static_str("t").into());
+    let mut body = MetadataResponse::default();
+    body.brokers.push(broker);
+    body.topics.push(topic);
+    for version in [1, 9, 12] {
+        let rewrite = Rewrite {
+            api: ApiKey::Metadata,
+            version,
+            metadata_error: Some(5),
+        };
+        let frame = answer(
+            ApiKey::Metadata,
+            version,
+            &ResponseKind::Metadata(body.clone()),
+        );
+        let mut asked = Vec::new();
+        let rewritten = rewrite.apply(frame, &mut |host, port| {
+            asked.push((host.to_owned(), port));
+            40_000
+        });
+        assert_eq!(asked, [("10.0.0.2".to_owned(), 9092)]);
+        let ResponseKind::Metadata(out) = decoded(ApiKey::Metadata, version, rewritten) else {
+            panic!("a metadata answer");
+        };
+        assert_eq!(
+            (out.brokers[0].host.as_str(), out.brokers[0].port),
+            ("127.0.0.1", 40_000)
+        );
+        assert_eq!(out.topics[0].error_code, 5, "v{version}");
+    }
+}
+
+#[test]
+fn api_versions_offer_only_what_kafka_protocol_reads() {
+    let offered = |api_key: i16, min: i16, max: i16| {
+        let mut v = api_versions_response::ApiVersion::default();
+        v.api_key = api_key;
+        v.min_version = min;
+        v.max_version = max;
+        v
+    };
+    let mut body = ApiVersionsResponse::default();
+    body.api_keys
+        .push(offered(ApiKey::Metadata as i16, 0, i16::MAX));
+    body.api_keys.push(offered(9_999, 0, 3));
+    let rewrite = Rewrite {
+        api: ApiKey::ApiVersions,
+        version: 3,
+        metadata_error: None,
+    };
+    let frame = answer(ApiKey::ApiVersions, 3, &ResponseKind::ApiVersions(body));
+    let rewritten = rewrite.apply(frame, &mut |_, port| port);
+    let ResponseKind::ApiVersions(out) = decoded(ApiKey::ApiVersions, 3, rewritten) else {
+        panic!("an ApiVersions answer");
+    };
+    assert_eq!(
+        out.api_keys.len(),
+        1,
+        "an API kafka-protocol does not know is dropped"
+    );
+    assert_eq!(
+        out.api_keys[0].max_version,
+        ApiKey::Metadata.valid_versions().max
+    );
+}
+
+/// Every error code the answer carries, wherever it sits.
+fn error_codes(answer: &ResponseKind) -> Vec<i16> {
+    match answer {
+        ResponseKind::Produce(a) => a
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::Fetch(a) => a
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::OffsetCommit(a) => a
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::OffsetFetch(a) => std::iter::once(a.error_code)
+            .chain(a.groups.iter().map(|g| g.error_code))
+            .chain(
+                a.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+            .collect(),
+        ResponseKind::FindCoordinator(a) => std::iter::once(a.error_code)
+            .chain(a.coordinators.iter().map(|c| c.error_code))
+            .collect(),
+        ResponseKind::JoinGroup(a) => vec![a.error_code],
+        ResponseKind::SyncGroup(a) => vec![a.error_code],
+        ResponseKind::Heartbeat(a) => vec![a.error_code],
+        ResponseKind::LeaveGroup(a) => vec![a.error_code],
+        ResponseKind::InitProducerId(a) => vec![a.error_code],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn each_api_the_proxy_answers_carries_the_error_at_each_version() {
+    use kafka_protocol::messages::{
+        FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
+        JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
+        ProduceRequest, SyncGroupRequest, fetch_request, offset_commit_request,
+        offset_fetch_request, produce_request,
+    };
+    let topic = || StrBytes::from_static_str("t");
+    let mut produce = ProduceRequest::default();
+    let mut data = produce_request::TopicProduceData::default();
+    data.name = topic().into();
+    data.partition_data
+        .push(produce_request::PartitionProduceData::default());
+    produce.topic_data.push(data);
+    let mut fetch = FetchRequest::default();
+    let mut fetched = fetch_request::FetchTopic::default();
+    fetched.topic = topic().into();
+    fetched
+        .partitions
+        .push(fetch_request::FetchPartition::default());
+    fetch.topics.push(fetched);
+    let mut commit = OffsetCommitRequest::default();
+    let mut committed = offset_commit_request::OffsetCommitRequestTopic::default();
+    committed.name = topic().into();
+    committed
+        .partitions
+        .push(offset_commit_request::OffsetCommitRequestPartition::default());
+    commit.topics.push(committed);
+    let mut offsets = OffsetFetchRequest::default();
+    let mut asked = offset_fetch_request::OffsetFetchRequestTopic::default();
+    asked.name = topic().into();
+    asked.partition_indexes.push(0);
+    offsets.topics = Some(vec![asked]);
+    let mut grouped = OffsetFetchRequest::default();
+    grouped
+        .groups
+        .push(offset_fetch_request::OffsetFetchRequestGroup::default());
+    let mut one_key = FindCoordinatorRequest::default();
+    one_key.key = StrBytes::from_static_str("g");
+    let mut keys = FindCoordinatorRequest::default();
+    keys.coordinator_keys.push(StrBytes::from_static_str("g"));
+    let cases: Vec<(ApiKey, RequestKind, &[i16])> = vec![
+        (ApiKey::Produce, RequestKind::Produce(produce), &[3, 9, 12]),
+        (ApiKey::Fetch, RequestKind::Fetch(fetch), &[4, 12]),
+        (
+            ApiKey::OffsetCommit,
+            RequestKind::OffsetCommit(commit),
+            &[2, 8],
+        ),
+        (
+            ApiKey::OffsetFetch,
+            RequestKind::OffsetFetch(offsets),
+            &[1, 7],
+        ),
+        (
+            ApiKey::OffsetFetch,
+            RequestKind::OffsetFetch(grouped),
+            &[8, 9],
+        ),
+        (
+            ApiKey::FindCoordinator,
+            RequestKind::FindCoordinator(one_key),
+            &[1, 3],
+        ),
+        (
+            ApiKey::FindCoordinator,
+            RequestKind::FindCoordinator(keys),
+            &[4, 6],
+        ),
+        (
+            ApiKey::JoinGroup,
+            RequestKind::JoinGroup(JoinGroupRequest::default()),
+            &[2, 9],
+        ),
+        (
+            ApiKey::SyncGroup,
+            RequestKind::SyncGroup(SyncGroupRequest::default()),
+            &[1, 5],
+        ),
+        (
+            ApiKey::Heartbeat,
+            RequestKind::Heartbeat(HeartbeatRequest::default()),
+            &[1, 4],
+        ),
+        (
+            ApiKey::LeaveGroup,
+            RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+            &[1, 4],
+        ),
+        (
+            ApiKey::InitProducerId,
+            RequestKind::InitProducerId(InitProducerIdRequest::default()),
+            &[1, 4],
+        ),
+    ];
+    for (api, request, versions) in cases {
+        for &version in versions {
+            let parsed = Request::parse(&frame(api, version, &request))
+                .unwrap_or_else(|| panic!("{api:?} v{version} parsed"));
+            let frame = parsed
+                .error_answer(15)
+                .unwrap_or_else(|| panic!("{api:?} v{version} answered"));
+            let codes = error_codes(&decoded_as(api, version, frame));
+            assert!(codes.contains(&15), "{api:?} v{version}: {codes:?}");
+        }
+    }
+}
+
+fn decoded_as(api: ApiKey, version: i16, mut frame: Bytes) -> ResponseKind {
+    let header =
+        ResponseHeader::decode(&mut frame, api.response_header_version(version)).expect("header");
+    assert_eq!(header.correlation_id, 42);
+    ResponseKind::decode(api, &mut frame, version).expect("body")
+}
