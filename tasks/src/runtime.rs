@@ -10,6 +10,7 @@ mod failures;
 pub mod handlers;
 pub(crate) mod lifecycle;
 pub(crate) mod outputs;
+mod parallel;
 mod processing;
 mod rebalance;
 pub(crate) mod restorer;

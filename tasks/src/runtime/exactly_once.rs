@@ -39,7 +39,7 @@ use store_api::{Error, ErrorKind, Result};
 use crate::TaskEventKind;
 use crate::config::TasksConfig;
 use crate::group::topics::convert;
-use crate::runtime::commit::commit_in_parallel;
+use crate::runtime::parallel::commit_in_parallel;
 use crate::runtime::shared::{GroupContext, Shared, partition_id};
 
 /// The file in the application's state directory that keeps the process id.
