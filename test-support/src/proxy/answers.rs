@@ -3,13 +3,15 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey,
+    EndTxnResponse, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
     HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
     ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse,
     OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    RequestKind, ResponseHeader, ResponseKind, SyncGroupResponse, fetch_response,
-    find_coordinator_response, list_offsets_response, offset_commit_response,
-    offset_fetch_response, produce_response,
+    RequestKind, ResponseHeader, ResponseKind, SyncGroupResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse, add_partitions_to_txn_request, add_partitions_to_txn_response,
+    fetch_response, find_coordinator_response, list_offsets_response, offset_commit_response,
+    offset_fetch_response, produce_response, txn_offset_commit_response,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, decode_request_header_from_buffer};
 
@@ -111,6 +113,25 @@ fn error_body(request: RequestKind, code: i16, version: i16) -> Option<ResponseK
             answer.producer_epoch = -1;
             ResponseKind::InitProducerId(answer)
         }
+        RequestKind::AddPartitionsToTxn(request) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_error(request, code, version))
+        }
+        RequestKind::AddOffsetsToTxn(_) => {
+            let mut answer = AddOffsetsToTxnResponse::default();
+            answer.error_code = code;
+            ResponseKind::AddOffsetsToTxn(answer)
+        }
+        RequestKind::TxnOffsetCommit(request) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit_error(request, code))
+        }
+        RequestKind::EndTxn(_) => {
+            let mut answer = EndTxnResponse::default();
+            answer.error_code = code;
+            // Versions 5 and later name the producer's id and epoch: none, as after a failure.
+            answer.producer_id = (-1).into();
+            answer.producer_epoch = -1;
+            ResponseKind::EndTxn(answer)
+        }
         _ => return None,
     };
     Some(answer)
@@ -176,6 +197,66 @@ fn offset_commit_error(request: OffsetCommitRequest, code: i16) -> OffsetCommitR
         out.topic_id = topic.topic_id;
         for partition in topic.partitions {
             let mut p = offset_commit_response::OffsetCommitResponsePartition::default();
+            p.partition_index = partition.partition_index;
+            p.error_code = code;
+            out.partitions.push(p);
+        }
+        answer.topics.push(out);
+    }
+    answer
+}
+
+/// An AddPartitionsToTxn answer with `code` for each partition asked for: in one list of
+/// topics before version 4 (a client's request), per transaction from then on (a broker's
+/// batched request), with the error at the top too. A client finds its partitions in the
+/// answer, or it ignores the error.
+fn add_partitions_error(
+    request: AddPartitionsToTxnRequest,
+    code: i16,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let results = |topics: Vec<add_partitions_to_txn_request::AddPartitionsToTxnTopic>| {
+        topics
+            .into_iter()
+            .map(|topic| {
+                let mut out =
+                    add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default();
+                out.name = topic.name;
+                for index in topic.partitions {
+                    let mut p =
+                        add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default(
+                        );
+                    p.partition_index = index;
+                    p.partition_error_code = code;
+                    out.results_by_partition.push(p);
+                }
+                out
+            })
+            .collect()
+    };
+    let mut answer = AddPartitionsToTxnResponse::default();
+    if version < 4 {
+        answer.results_by_topic_v3_and_below = results(request.v3_and_below_topics);
+        return answer;
+    }
+    answer.error_code = code;
+    for transaction in request.transactions {
+        let mut out = add_partitions_to_txn_response::AddPartitionsToTxnResult::default();
+        out.transactional_id = transaction.transactional_id;
+        out.topic_results = results(transaction.topics);
+        answer.results_by_transaction.push(out);
+    }
+    answer
+}
+
+/// A TxnOffsetCommit answer with `code` for each partition whose offset was to be committed.
+fn txn_offset_commit_error(request: TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    let mut answer = TxnOffsetCommitResponse::default();
+    for topic in request.topics {
+        let mut out = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default();
+        out.name = topic.name;
+        for partition in topic.partitions {
+            let mut p = txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
             p.partition_index = partition.partition_index;
             p.error_code = code;
             out.partitions.push(p);

@@ -50,6 +50,10 @@ pub const ERROR_APIS: &[ApiKey] = &[
     ApiKey::Heartbeat,
     ApiKey::LeaveGroup,
     ApiKey::InitProducerId,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::EndTxn,
 ];
 
 /// A fault proxy in front of a Kafka cluster; stopped, with every connection through it

@@ -174,6 +174,29 @@ fn error_codes(answer: &ResponseKind) -> Vec<i16> {
         ResponseKind::Heartbeat(a) => vec![a.error_code],
         ResponseKind::LeaveGroup(a) => vec![a.error_code],
         ResponseKind::InitProducerId(a) => vec![a.error_code],
+        ResponseKind::AddPartitionsToTxn(a) => std::iter::once(a.error_code)
+            .chain(
+                a.results_by_topic_v3_and_below
+                    .iter()
+                    .chain(
+                        a.results_by_transaction
+                            .iter()
+                            .flat_map(|t| &t.topic_results),
+                    )
+                    .flat_map(|t| {
+                        t.results_by_partition
+                            .iter()
+                            .map(|p| p.partition_error_code)
+                    }),
+            )
+            .collect(),
+        ResponseKind::AddOffsetsToTxn(a) => vec![a.error_code],
+        ResponseKind::TxnOffsetCommit(a) => a
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::EndTxn(a) => vec![a.error_code],
         _ => Vec::new(),
     }
 }
@@ -181,10 +204,10 @@ fn error_codes(answer: &ResponseKind) -> Vec<i16> {
 #[test]
 fn each_api_the_proxy_answers_carries_the_error_at_each_version() {
     use kafka_protocol::messages::{
-        FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
-        JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
-        ProduceRequest, SyncGroupRequest, fetch_request, offset_commit_request,
-        offset_fetch_request, produce_request,
+        AddOffsetsToTxnRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest,
+        HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, SyncGroupRequest, fetch_request,
+        offset_commit_request, offset_fetch_request, produce_request,
     };
     let topic = || StrBytes::from_static_str("t");
     let mut produce = ProduceRequest::default();
@@ -218,6 +241,9 @@ fn each_api_the_proxy_answers_carries_the_error_at_each_version() {
         .push(offset_fetch_request::OffsetFetchRequestGroup::default());
     let mut one_key = FindCoordinatorRequest::default();
     one_key.key = StrBytes::from_static_str("g");
+    // The transaction coordinator's key (key type 1), as a transactional producer asks.
+    let mut txn_key = one_key.clone();
+    txn_key.key_type = 1;
     let mut keys = FindCoordinatorRequest::default();
     keys.coordinator_keys.push(StrBytes::from_static_str("g"));
     let cases: Vec<(ApiKey, RequestKind, &[i16])> = vec![
@@ -242,6 +268,11 @@ fn each_api_the_proxy_answers_carries_the_error_at_each_version() {
             ApiKey::FindCoordinator,
             RequestKind::FindCoordinator(one_key),
             &[1, 3],
+        ),
+        (
+            ApiKey::FindCoordinator,
+            RequestKind::FindCoordinator(txn_key),
+            &[1, 2],
         ),
         (
             ApiKey::FindCoordinator,
@@ -273,6 +304,31 @@ fn each_api_the_proxy_answers_carries_the_error_at_each_version() {
             RequestKind::InitProducerId(InitProducerIdRequest::default()),
             &[1, 4],
         ),
+        (
+            ApiKey::AddPartitionsToTxn,
+            RequestKind::AddPartitionsToTxn(add_partitions_request(false)),
+            &[0, 3],
+        ),
+        (
+            ApiKey::AddPartitionsToTxn,
+            RequestKind::AddPartitionsToTxn(add_partitions_request(true)),
+            &[4, 5],
+        ),
+        (
+            ApiKey::AddOffsetsToTxn,
+            RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default()),
+            &[0, 3, 4],
+        ),
+        (
+            ApiKey::TxnOffsetCommit,
+            RequestKind::TxnOffsetCommit(txn_offset_commit_request()),
+            &[0, 3, 5],
+        ),
+        (
+            ApiKey::EndTxn,
+            RequestKind::EndTxn(EndTxnRequest::default()),
+            &[0, 3, 5],
+        ),
     ];
     for (api, request, versions) in cases {
         for &version in versions {
@@ -292,4 +348,94 @@ fn decoded_as(api: ApiKey, version: i16, mut frame: Bytes) -> ResponseKind {
         ResponseHeader::decode(&mut frame, api.response_header_version(version)).expect("header");
     assert_eq!(header.correlation_id, 42);
     ResponseKind::decode(api, &mut frame, version).expect("body")
+}
+
+/// An AddPartitionsToTxn request for partitions 1 and 4 of topic `t`: a client's (one
+/// transaction, versions 0 to 3) or a broker's batched one (`batched`, versions 4 and later).
+fn add_partitions_request(batched: bool) -> kafka_protocol::messages::AddPartitionsToTxnRequest {
+    use kafka_protocol::messages::add_partitions_to_txn_request;
+    let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+    topic.name = StrBytes::from_static_str("t").into();
+    topic.partitions = vec![1, 4];
+    let mut request = kafka_protocol::messages::AddPartitionsToTxnRequest::default();
+    if batched {
+        let mut transaction =
+            add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+        transaction.transactional_id = StrBytes::from_static_str("app-1-0").into();
+        transaction.topics.push(topic);
+        request.transactions.push(transaction);
+    } else {
+        request.v3_and_below_transactional_id = StrBytes::from_static_str("app-1-0").into();
+        request.v3_and_below_topics.push(topic);
+    }
+    request
+}
+
+/// A TxnOffsetCommit request for partition 2 of topic `t`.
+fn txn_offset_commit_request() -> kafka_protocol::messages::TxnOffsetCommitRequest {
+    use kafka_protocol::messages::txn_offset_commit_request;
+    let mut partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    partition.partition_index = 2;
+    partition.committed_offset = 10;
+    let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    topic.name = StrBytes::from_static_str("t").into();
+    topic.partitions.push(partition);
+    let mut request = kafka_protocol::messages::TxnOffsetCommitRequest::default();
+    request.topics.push(topic);
+    request
+}
+
+/// librdkafka ignores an AddPartitionsToTxn error for a partition the answer does not name,
+/// so each partition asked for is named, with the error, at each version.
+#[test]
+fn an_add_partitions_to_txn_answer_names_each_partition_asked_for() {
+    for (batched, versions) in [(false, [0, 3]), (true, [4, 5])] {
+        let request = RequestKind::AddPartitionsToTxn(add_partitions_request(batched));
+        for version in versions {
+            let parsed = Request::parse(&frame(ApiKey::AddPartitionsToTxn, version, &request))
+                .expect("a request");
+            let answer = parsed.error_answer(51).expect("an answer");
+            let ResponseKind::AddPartitionsToTxn(body) =
+                decoded_as(ApiKey::AddPartitionsToTxn, version, answer)
+            else {
+                panic!("an AddPartitionsToTxn answer");
+            };
+            let topics = if batched {
+                assert_eq!(body.error_code, 51, "v{version}");
+                assert_eq!(
+                    body.results_by_transaction[0].transactional_id.as_str(),
+                    "app-1-0"
+                );
+                &body.results_by_transaction[0].topic_results
+            } else {
+                &body.results_by_topic_v3_and_below
+            };
+            assert_eq!(topics[0].name.as_str(), "t", "v{version}");
+            let partitions: Vec<(i32, i16)> = topics[0]
+                .results_by_partition
+                .iter()
+                .map(|p| (p.partition_index, p.partition_error_code))
+                .collect();
+            assert_eq!(partitions, [(1, 51), (4, 51)], "v{version}");
+        }
+    }
+}
+
+/// The group coordinator's answer to a transaction's offsets names each partition.
+#[test]
+fn a_txn_offset_commit_answer_names_each_partition() {
+    let request = RequestKind::TxnOffsetCommit(txn_offset_commit_request());
+    for version in [0, 2, 3, 5] {
+        let parsed =
+            Request::parse(&frame(ApiKey::TxnOffsetCommit, version, &request)).expect("a request");
+        let answer = parsed.error_answer(51).expect("an answer");
+        let ResponseKind::TxnOffsetCommit(body) =
+            decoded_as(ApiKey::TxnOffsetCommit, version, answer)
+        else {
+            panic!("a TxnOffsetCommit answer");
+        };
+        let p = &body.topics[0].partitions[0];
+        assert_eq!(body.topics[0].name.as_str(), "t");
+        assert_eq!((p.partition_index, p.error_code), (2, 51), "v{version}");
+    }
 }
