@@ -312,7 +312,7 @@ fn a_commit_prepared_in_an_aborted_transaction_is_never_restored() {
     store.put(b"aborted", b"x").expect("put");
     store.put(b"kept", b"aborted").expect("put");
     assert!(store.prepare_commit().expect("prepare"));
-    clients.abort_transaction();
+    clients.abort_transaction().expect("an abort");
     assert_eq!(
         store.inner().get(b"kept").expect("get"),
         Some(b"2".to_vec())

@@ -325,9 +325,15 @@ impl KafkaClients {
 
     /// Aborts the open transaction, if any: none of its records or offsets will ever be
     /// visible to readers of committed records.
-    pub fn abort_transaction(&self) {
-        if let Some(transactions) = self.inner.transactions.get() {
-            transactions.abort();
+    ///
+    /// # Errors
+    /// `InvalidArgument`, naming the API and the error, when the transactional producer had
+    /// failed for good before (its records and those of its transaction are dropped all the
+    /// same): the owner's work cannot go on on these clients, which the error says.
+    pub fn abort_transaction(&self) -> Result<()> {
+        match self.inner.transactions.get() {
+            Some(transactions) => transactions.abort(),
+            None => Ok(()),
         }
     }
 
@@ -411,7 +417,15 @@ impl KafkaClients {
         deliveries.sending();
         producer::send(&producer, record, deadline).map_err(|err| {
             deliveries.reported(None);
-            convert(&format!("queueing a record to {topic}"), err)
+            let doing = format!("queueing a record to {topic}");
+            // A transactional producer that failed for good refuses every record with a
+            // bare `Fatal`: its fatal error, with the API that met it, is the cause.
+            let fatal = self
+                .inner
+                .transactions
+                .get()
+                .and_then(|_| super::transactions::failed_for_good(&producer, &doing));
+            fatal.unwrap_or_else(|| convert(&doing, err))
         })
     }
 

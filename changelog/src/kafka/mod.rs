@@ -206,8 +206,13 @@ impl Changelog for KafkaLog {
         let appender = self.appender.lock();
         appender.check_sizes(ops)?;
         let producer = self.clients.transaction_producer()?;
-        // A failure is the transaction's: its owner aborts it, which drops these records.
-        appender.append(&producer, ops, framing, self.epoch.load(Ordering::Relaxed))
+        // A failure is the transaction's: its owner aborts it, which drops these records. A
+        // producer that failed for good names the fatal error behind the failure.
+        appender
+            .append(&producer, ops, framing, self.epoch.load(Ordering::Relaxed))
+            .map_err(|err| {
+                transactions::failed_for_good(&producer, "appending to a changelog").unwrap_or(err)
+            })
     }
 
     fn set_writer_epoch(&self, epoch: u64) -> Result<()> {

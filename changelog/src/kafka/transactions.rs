@@ -156,19 +156,30 @@ impl Transactions {
     /// Aborts the open transaction, if any: its records are never visible to a reader of
     /// committed records. A producer whose abort fails is dropped (the next one's
     /// `init_transactions` aborts the transaction).
-    pub(super) fn abort(&self) {
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the API the brokers answered with a fatal error, when the
+    /// producer had failed for good (a fatal error met on the way, by a record or by
+    /// librdkafka's own requests, such as AddPartitionsToTxn); it is dropped all the same.
+    pub(super) fn abort(&self) -> Result<()> {
         let mut state = self.state.lock();
         if !state.open {
-            return;
+            return Ok(());
         }
         state.open = false;
         let Some(producer) = state.producer.clone() else {
-            return;
+            return Ok(());
         };
+        if let Some(fatal) = failed_for_good(&producer, "aborting the transaction") {
+            tracing::warn!(%fatal, "the transactional producer failed for good: dropped");
+            retire(&mut state);
+            return Err(fatal);
+        }
         if let Err(err) = producer.abort_transaction(self.timeout) {
             tracing::warn!(%err, "aborting the transaction failed: the producer is dropped");
             retire(&mut state);
         }
+        Ok(())
     }
 
     /// Answers a failed transactional call: an abortable error aborts the transaction, any
@@ -180,11 +191,17 @@ impl Transactions {
                 .producer
                 .as_ref()
                 .is_some_and(|producer| producer.abort_transaction(self.timeout).is_ok());
+        // The error librdkafka returns may be a consequence (a state error) of a fatal one
+        // met earlier, which is the cause to report.
+        let fatal = state
+            .producer
+            .as_ref()
+            .and_then(|producer| failed_for_good(producer, doing));
         if !aborted {
             retire(state);
         }
         state.open = false;
-        let error = classify(doing, err);
+        let error = fatal.unwrap_or_else(|| classify(doing, err));
         tracing::warn!(%error, aborted, "transaction failed");
         error
     }
@@ -221,6 +238,12 @@ fn classify(doing: &str, err: KafkaError) -> Error {
     let Some(txn) = transaction_error(&err) else {
         return convert(doing, err);
     };
+    // librdkafka's text says what failed, not which API or error code: both are named.
+    let cause = match api_of(&txn.string()) {
+        Some(api) => format!("{api} answered {:?}", txn.code()),
+        None => format!("{:?}", txn.code()),
+    };
+    let doing = &format!("{doing} ({cause})");
     let fenced = matches!(
         txn.code(),
         RDKafkaErrorCode::ProducerFenced
@@ -236,10 +259,7 @@ fn classify(doing: &str, err: KafkaError) -> Error {
         return Error::Fenced(format!("kafka, while {doing}: {err}"));
     }
     if txn.is_fatal() {
-        return Error::invalid(format!(
-            "kafka's transactions failed for good while {doing}: {err} (do the brokers support \
-             transactions, and is the transactional id authorized?)"
-        ));
+        return fatal(doing, &err);
     }
     if txn.is_retriable() || super::error::is_timeout(txn.code()) {
         return Error::Timeout(format!("kafka, while {doing}: {err}"));
@@ -247,9 +267,96 @@ fn classify(doing: &str, err: KafkaError) -> Error {
     convert(doing, err)
 }
 
+/// The error of transactions that failed for good while `doing` something: fatal for any
+/// producer of this configuration.
+fn fatal(doing: &str, err: &dyn std::fmt::Display) -> Error {
+    Error::invalid(format!(
+        "kafka's transactions failed for good while {doing}: {err} (do the brokers support \
+         transactions, and is the transactional id authorized?)"
+    ))
+}
+
+/// The fatal error `producer` met, if it did (librdkafka keeps the first), with the API and
+/// the error code named: the cause of every later failure of the producer (a record
+/// refused with librdkafka's bare `Fatal`), to report in their place.
+pub(super) fn failed_for_good(producer: &PolledProducer, doing: &str) -> Option<Error> {
+    let (code, reason) = producer.client().fatal_error()?;
+    let cause = match api_of(&reason) {
+        Some(api) => format!("{api} answered {code:?}"),
+        None => format!("{code:?}"),
+    };
+    Some(fatal(&format!("{doing} ({cause})"), &reason))
+}
+
+/// The transactional API a librdkafka error text is about, by the words librdkafka uses for
+/// each (`rdkafka_txnmgr.c`, `rdkafka_idempotence.c`); `None` for another text.
+fn api_of(text: &str) -> Option<&'static str> {
+    const APIS: &[(&str, &str)] = &[
+        ("transactional PID", "InitProducerId"),
+        ("add partition", "AddPartitionsToTxn"),
+        ("add offsets to transaction", "AddOffsetsToTxn"),
+        ("commit offsets to transaction", "TxnOffsetCommit"),
+        ("end transaction", "EndTxn"),
+        ("EndTxn", "EndTxn"),
+        ("transaction coordinator", "FindCoordinator"),
+    ];
+    let lower = text.to_ascii_lowercase();
+    APIS.iter()
+        .find(|(words, _)| lower.contains(&words.to_ascii_lowercase()))
+        .map(|&(_, api)| api)
+}
+
 fn transaction_error(err: &KafkaError) -> Option<&RDKafkaError> {
     match err {
         KafkaError::Transaction(txn) => Some(txn),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts librdkafka 2.12 gives its transactional errors name their API.
+    #[test]
+    fn librdkafka_texts_name_their_api() {
+        let cases = [
+            (
+                "Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: \
+                 Transactional Id authorization failed",
+                Some("InitProducerId"),
+            ),
+            (
+                "Failed to add partitions to transaction: Broker: Transactional Id authorization \
+                 failed",
+                Some("AddPartitionsToTxn"),
+            ),
+            (
+                "Failed to add partition(s) to transaction on broker b: Broker: Topic \
+                 authorization failed (after 3 ms)",
+                Some("AddPartitionsToTxn"),
+            ),
+            (
+                "Failed to add offsets to transaction: Broker: Invalid transaction state",
+                Some("AddOffsetsToTxn"),
+            ),
+            (
+                "Failed to commit offsets to transaction on broker b: t [0]: Broker: Group \
+                 authorization failed (after 2ms)",
+                Some("TxnOffsetCommit"),
+            ),
+            (
+                "Failed to end transaction: Broker: Cluster authorization failed",
+                Some("EndTxn"),
+            ),
+            (
+                "EndTxn commit failed: Broker: Invalid txn state",
+                Some("EndTxn"),
+            ),
+            ("Local: Operation timed out", None),
+        ];
+        for (text, api) in cases {
+            assert_eq!(api_of(text), api, "{text}");
+        }
     }
 }

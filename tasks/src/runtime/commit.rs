@@ -19,7 +19,8 @@ use crate::runtime::shared::{GroupContext, Shared, commit_group};
 /// again; the instance goes on. Any other error is returned.
 ///
 /// # Errors
-/// `err`, unless it is a `Timeout`.
+/// `err`, unless it is a `Timeout`; under exactly-once, the error of a transactional
+/// producer that failed for good (see [`abort`]).
 pub(crate) fn revive_on_timeout(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Arc<Shared>,
@@ -32,7 +33,7 @@ pub(crate) fn revive_on_timeout(
     let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
     if shared.config.exactly_once() {
         // The open transaction holds every task's work since its last commit.
-        abort(shared);
+        abort(shared)?;
     } else {
         shared.outputs.lock().forget_failures();
     }

@@ -103,9 +103,14 @@ fn random() -> u64 {
 const ABORT_SETTLE: Duration = Duration::from_secs(5);
 
 /// Aborts the open transaction, if any, and forgets its outputs.
-pub(crate) fn abort(shared: &Shared) {
-    shared.clients.abort_transaction();
+///
+/// # Errors
+/// `InvalidArgument` when the transactional producer had failed for good (a fatal error of
+/// the brokers, named with its API): for the error policy, not for a revival.
+pub(crate) fn abort(shared: &Shared) -> Result<()> {
+    let aborted = shared.clients.abort_transaction();
     shared.outputs.lock().forget_aborted(ABORT_SETTLE);
+    aborted
 }
 
 /// Commits every task due in one transaction (see the module docs). Returns the tasks
@@ -119,8 +124,11 @@ pub(crate) fn commit_transaction(
     shared: &Shared,
 ) -> Result<Vec<u32>> {
     let result = prepare_and_commit(consumer, shared);
-    if result.is_err() {
-        abort(shared);
+    if let Err(err) = result {
+        // A record or a request of the transaction failed: a fatal error behind it (the
+        // producer failed for good) is the cause the error policy must see, not the
+        // record's failure, which a revival would answer with the same producer failing.
+        return Err(abort(shared).err().unwrap_or(err));
     }
     result
 }
@@ -198,7 +206,9 @@ pub(crate) fn lose_all_and_rejoin(consumer: &BaseConsumer<GroupContext>, shared:
         task.abandon();
         shared.event(partition, TaskEventKind::Lost);
     }
-    abort(shared);
+    if let Err(err) = abort(shared) {
+        shared.fail(err);
+    }
     consumer.unsubscribe();
     let topics: Vec<&str> = shared.inputs.iter().map(String::as_str).collect();
     if let Err(err) = consumer.subscribe(&topics) {
@@ -258,7 +268,9 @@ pub(crate) fn abort_after_rewind(
     if !shared.config.exactly_once() {
         return;
     }
-    abort(shared);
+    if let Err(err) = abort(shared) {
+        shared.fail(err);
+    }
     let others: Vec<u32> = shared
         .tasks
         .lock()
