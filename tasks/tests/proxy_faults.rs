@@ -3,7 +3,9 @@
 //! restore and a standby's catch-up, stop no instance and leave counts and outputs exact; a
 //! Produce answer dropped after the write counts nothing twice; a fatal error (of an output,
 //! of a restore) reaches the error policy with its cause; a blackholed instance loses its
-//! tasks to the other and rejoins when the blackhole lifts.
+//! tasks to the other and rejoins when the blackhole lifts. Under exactly-once outputs, the
+//! transactional producer's retriable errors stop no instance and leave each input with
+//! exactly one committed output, and a fatal one reaches the policy naming its API.
 
 mod support;
 
@@ -15,7 +17,9 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use statestore_tasks::{Application, ProcessorContext, ProcessorPool, TasksConfig};
+use statestore_tasks::{
+    Application, ProcessingGuarantee, ProcessorContext, ProcessorPool, TasksConfig,
+};
 use statestore_test_support::FaultProxy;
 use statestore_test_support::proxy::{ApiKey, Fault, Injection, ResponseError};
 use support::*;
@@ -139,6 +143,61 @@ impl Setup {
 
     fn start(&self, name: &str, dir: &Path) -> Instance {
         Instance::start(name, self.config(name, dir), &self.output)
+    }
+
+    /// Instance `name` under exactly-once outputs: its transactional producer (client id
+    /// `...-producer-transactional`) connects through the proxy too.
+    fn start_exactly_once(&self, name: &str, dir: &Path) -> Instance {
+        let config = TasksConfig {
+            processing_guarantee: ProcessingGuarantee::ExactlyOnceV2,
+            // A transaction per commit: short intervals meet the transactional APIs often.
+            commit_interval_ms: 200,
+            ..self.config(name, dir)
+        };
+        Instance::start(name, config, &self.output)
+    }
+
+    /// Produces batches of input from record `next` on, while waiting for `armed` to fire
+    /// (the transactional APIs are met only by commits that carry records); returns where
+    /// the input stopped.
+    fn produce_until_fired(
+        &self,
+        mut next: u64,
+        armed: &[(String, Injection)],
+        instances: &[&Instance],
+        expected: &mut BTreeMap<String, u64>,
+    ) -> u64 {
+        let spent = |(_, injection): &(String, Injection)| injection.wait(Duration::ZERO);
+        let deadline = std::time::Instant::now() + FIRE_TIMEOUT;
+        while !armed.iter().all(spent)
+            && instances.iter().all(|i| i.running())
+            && std::time::Instant::now() < deadline
+        {
+            self.produce(next..next + 200, expected);
+            next += 200;
+            thread::sleep(Duration::from_millis(300));
+        }
+        next
+    }
+
+    /// Each of the `inputs` input records has exactly one output in a `read_committed` read
+    /// of the output topic.
+    fn assert_committed_outputs_once(&self, inputs: u64) {
+        let outputs = read_committed_values(&self.broker, &self.output);
+        let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
+        for output in &outputs {
+            *seen.entry(output.as_str()).or_insert(0) += 1;
+        }
+        let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).take(5).collect();
+        assert!(
+            twice.is_empty(),
+            "committed outputs seen more than once: {twice:?}"
+        );
+        assert_eq!(
+            seen.len() as u64,
+            inputs,
+            "input records with a committed output, of {inputs}"
+        );
     }
 
     /// Produces records `range` straight to the broker and adds their counts to `expected`.
@@ -273,6 +332,136 @@ const READER: &[(ApiKey, &[ResponseError])] = &[
     (ApiKey::Fetch, &[E::NotLeaderOrFollower]),
     (ApiKey::Metadata, &[E::LeaderNotAvailable]),
 ];
+
+/// The transactional producer's first requests: the transaction coordinator's address
+/// (FindCoordinator with the transaction key type) and its producer id and epoch.
+const TRANSACTIONS_INIT: &[(ApiKey, &[ResponseError])] = &[
+    (ApiKey::FindCoordinator, &[E::CoordinatorNotAvailable]),
+    (
+        ApiKey::InitProducerId,
+        &[
+            E::CoordinatorLoadInProgress,
+            E::NotCoordinator,
+            E::ConcurrentTransactions,
+        ],
+    ),
+];
+
+/// The transactional APIs of each commit (librdkafka adds the consumed offsets with
+/// AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator).
+const TRANSACTIONS: &[(ApiKey, &[ResponseError])] = &[
+    (
+        ApiKey::AddPartitionsToTxn,
+        &[
+            E::ConcurrentTransactions,
+            E::CoordinatorNotAvailable,
+            E::NotCoordinator,
+            E::CoordinatorLoadInProgress,
+        ],
+    ),
+    (
+        ApiKey::AddOffsetsToTxn,
+        &[
+            E::ConcurrentTransactions,
+            E::CoordinatorNotAvailable,
+            E::NotCoordinator,
+            E::CoordinatorLoadInProgress,
+        ],
+    ),
+    (
+        ApiKey::TxnOffsetCommit,
+        &[
+            E::CoordinatorNotAvailable,
+            E::NotCoordinator,
+            E::CoordinatorLoadInProgress,
+        ],
+    ),
+    (
+        ApiKey::EndTxn,
+        &[
+            E::ConcurrentTransactions,
+            E::CoordinatorNotAvailable,
+            E::NotCoordinator,
+            E::CoordinatorLoadInProgress,
+        ],
+    ),
+];
+
+#[test]
+fn retriable_transactional_errors_never_stop_an_instance() {
+    let Some(setup) = Setup::new("retriable_transactional_errors_never_stop_an_instance") else {
+        return;
+    };
+    // Kafka's protocol marks each retriable but CONCURRENT_TRANSACTIONS, which Kafka's own
+    // producer and librdkafka retry all the same on each API it is tried on here: the
+    // coordinator still completes the previous transaction.
+    for (api, errors) in TRANSACTIONS_INIT.iter().chain(TRANSACTIONS) {
+        for error in *errors {
+            assert!(
+                error.is_retriable() || *error == E::ConcurrentTransactions,
+                "{api:?} {error:?} is not retriable"
+            );
+        }
+    }
+    let (dir_a, dir_b) = (tempdir(), tempdir());
+    let mut expected = BTreeMap::new();
+    setup.produce(0..1_000, &mut expected);
+
+    // Each instance's transactional producer finds its coordinator and gets its producer id
+    // through the errors as the instance starts.
+    let mut armed = setup.arm(TRANSACTIONS_INIT, 1, &["-transactional"]);
+    let a = setup.start_exactly_once("a", dir_a.path());
+    let b = setup.start_exactly_once("b", dir_b.path());
+    assert!(
+        wait_until(FIRE_TIMEOUT, || (a.tasks() == 2 && b.tasks() == 2)
+            || !a.running()
+            || !b.running()),
+        "A and B never took 2 tasks each"
+    );
+
+    // Then commits meet each API's errors twice while input flows.
+    armed.extend(setup.arm(TRANSACTIONS, 2, &["-transactional"]));
+    let inputs = setup.produce_until_fired(1_000, &armed, &[&a, &b], &mut expected);
+    assert_fired(&armed, &[&a, &b]);
+    setup.assert_counts(&expected, &[&a, &b]);
+    a.stop().expect("A ran through the errors");
+    b.stop().expect("B ran through the errors");
+    setup.assert_committed_outputs_once(inputs);
+}
+
+#[test]
+fn a_fatal_transactional_error_reaches_the_policy_naming_its_api() {
+    let Some(setup) = Setup::new("a_fatal_transactional_error_reaches_the_policy_naming_its_api")
+    else {
+        return;
+    };
+    let dir = tempdir();
+    let a = setup.start_exactly_once("a", dir.path());
+    assert!(wait_until(FIRE_TIMEOUT, || a.tasks() == 4 || !a.running()));
+    let fatal = setup
+        .proxy
+        .inject(
+            Fault::error(
+                ApiKey::AddPartitionsToTxn,
+                E::TransactionalIdAuthorizationFailed,
+            )
+            .client("-transactional"),
+        )
+        .expect("a fault");
+    setup.produce(0..500, &mut BTreeMap::new());
+    assert!(fatal.wait(FIRE_TIMEOUT), "the fault never fired");
+    // The default policy (`shutdown_client`) stops the instance with the error.
+    assert!(
+        wait_until(Duration::from_secs(30), || !a.running()),
+        "the instance went on after a fatal error"
+    );
+    let message = format!("{}", a.stop().expect_err("a fatal error"));
+    assert!(
+        message.contains("TransactionalIdAuthorizationFailed")
+            && message.contains("AddPartitionsToTxn"),
+        "{message}"
+    );
+}
 
 #[test]
 fn retriable_errors_of_every_api_never_stop_an_instance() {

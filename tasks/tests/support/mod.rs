@@ -295,3 +295,60 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<Read> {
     }
     read
 }
+
+/// The value of every record of `topic` a `read_committed` reader sees: the records of
+/// committed transactions only, each partition read from its start to its last stable
+/// offset (the end of the last transaction decided). Read once every transaction writing to
+/// it committed or aborted, or it stops at the first one still open.
+pub fn read_committed_values(bootstrap: &str, topic: &str) -> Vec<String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("committed-reader"))
+        .set("isolation.level", "read_committed")
+        // A partition's end is where its committed records end: the commit markers after
+        // them are never handed over, so the reader learns the end from an end-of-partition
+        // event, not from an offset.
+        .set("enable.partition.eof", "true")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let partitions = metadata
+        .topics()
+        .first()
+        .map_or(0, |t| t.partitions().len());
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions {
+        let partition = i32::try_from(partition).expect("small");
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("assign");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let mut at_end = vec![false; partitions];
+    let mut values = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !at_end.iter().all(|&done| done) {
+        assert!(
+            Instant::now() < deadline,
+            "{topic} not read to its end in time"
+        );
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(message)) => {
+                let partition = usize::try_from(message.partition()).expect("partition");
+                at_end[partition] = false;
+                if let Some(value) = message.payload() {
+                    values.push(String::from_utf8_lossy(value).into_owned());
+                }
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(partition))) => {
+                at_end[usize::try_from(partition).expect("partition")] = true;
+            }
+            Some(Err(err)) => eprintln!("reading {topic}: {err}"),
+            None => {}
+        }
+    }
+    values
+}
