@@ -244,18 +244,7 @@ fn classify(doing: &str, err: KafkaError) -> Error {
         None => format!("{:?}", txn.code()),
     };
     let doing = &format!("{doing} ({cause})");
-    let fenced = matches!(
-        txn.code(),
-        RDKafkaErrorCode::ProducerFenced
-            | RDKafkaErrorCode::InvalidProducerEpoch
-            | RDKafkaErrorCode::InvalidProducerIdMapping
-            | RDKafkaErrorCode::Fenced
-            | RDKafkaErrorCode::FencedInstanceId
-            | RDKafkaErrorCode::IllegalGeneration
-            | RDKafkaErrorCode::UnknownMemberId
-            | RDKafkaErrorCode::RebalanceInProgress
-    );
-    if fenced {
+    if is_fence(txn.code()) {
         return Error::Fenced(format!("kafka, while {doing}: {err}"));
     }
     if txn.is_fatal() {
@@ -276,11 +265,32 @@ fn fatal(doing: &str, err: &dyn std::fmt::Display) -> Error {
     ))
 }
 
+/// Whether `code` says another owner took over (a newer producer of the transactional id,
+/// or a newer generation of the group): the owner rejoins, nothing failed for good.
+fn is_fence(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+            | RDKafkaErrorCode::InvalidProducerIdMapping
+            | RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::FencedInstanceId
+            | RDKafkaErrorCode::IllegalGeneration
+            | RDKafkaErrorCode::UnknownMemberId
+            | RDKafkaErrorCode::RebalanceInProgress
+    )
+}
+
 /// The fatal error `producer` met, if it did (librdkafka keeps the first), with the API and
 /// the error code named: the cause of every later failure of the producer (a record
-/// refused with librdkafka's bare `Fatal`), to report in their place.
+/// refused with librdkafka's bare `Fatal`), to report in their place. `None` for a fence,
+/// which librdkafka makes fatal too but which only means another owner took over: the
+/// failures it causes are answered as a fence where it is reported (a commit).
 pub(super) fn failed_for_good(producer: &PolledProducer, doing: &str) -> Option<Error> {
     let (code, reason) = producer.client().fatal_error()?;
+    if is_fence(code) {
+        return None;
+    }
     let cause = match api_of(&reason) {
         Some(api) => format!("{api} answered {code:?}"),
         None => format!("{code:?}"),
