@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use statestore_tasks::{
@@ -152,6 +152,9 @@ impl Setup {
             processing_guarantee: ProcessingGuarantee::ExactlyOnceV2,
             // A transaction per commit: short intervals meet the transactional APIs often.
             commit_interval_ms: 200,
+            // How long a commit waits for the transaction coordinator before it gives up:
+            // short, so that errors outlasting librdkafka's retries reach the runtime soon.
+            transaction_timeout_ms: 2_000,
             ..self.config(name, dir)
         };
         Instance::start(name, config, &self.output)
@@ -162,17 +165,28 @@ impl Setup {
     /// the input stopped.
     fn produce_until_fired(
         &self,
-        mut next: u64,
+        next: u64,
         armed: &[(String, Injection)],
         instances: &[&Instance],
         expected: &mut BTreeMap<String, u64>,
     ) -> u64 {
         let spent = |(_, injection): &(String, Injection)| injection.wait(Duration::ZERO);
-        let deadline = std::time::Instant::now() + FIRE_TIMEOUT;
-        while !armed.iter().all(spent)
-            && instances.iter().all(|i| i.running())
-            && std::time::Instant::now() < deadline
-        {
+        let deadline = Instant::now() + FIRE_TIMEOUT;
+        self.produce_while(next, instances, expected, || {
+            !armed.iter().all(spent) && Instant::now() < deadline
+        })
+    }
+
+    /// Produces batches of input from record `next` on while `more()` and every instance
+    /// runs; returns where the input stopped.
+    fn produce_while(
+        &self,
+        mut next: u64,
+        instances: &[&Instance],
+        expected: &mut BTreeMap<String, u64>,
+        mut more: impl FnMut() -> bool,
+    ) -> u64 {
+        while more() && instances.iter().all(|i| i.running()) {
             self.produce(next..next + 200, expected);
             next += 200;
             thread::sleep(Duration::from_millis(300));
@@ -419,10 +433,48 @@ fn retriable_transactional_errors_never_stop_an_instance() {
         "A and B never took 2 tasks each"
     );
 
-    // Then commits meet each API's errors twice while input flows.
+    // Then commits meet each API's errors twice while input flows: librdkafka retries them
+    // within the commit.
     armed.extend(setup.arm(TRANSACTIONS, 2, &["-transactional"]));
-    let inputs = setup.produce_until_fired(1_000, &armed, &[&a, &b], &mut expected);
+    let next = setup.produce_until_fired(1_000, &armed, &[&a, &b], &mut expected);
     assert_fired(&armed, &[&a, &b]);
+    setup.assert_counts(&expected, &[&a, &b]);
+
+    // Then every EndTxn of A fails for longer than a commit waits: the commit gives up with
+    // a retriable error, which the runtime answers by dropping the transaction (its producer
+    // too, so a new one's InitProducerId aborts it) and taking every task back to its last
+    // commit, A going on.
+    let producers = setup.proxy.requests(ApiKey::InitProducerId);
+    let a_only = format!("{}-a-", setup.app);
+    let outlasting = setup
+        .proxy
+        .inject(
+            Fault::error(ApiKey::EndTxn, E::CoordinatorLoadInProgress)
+                .probability(1.0, 1)
+                .client(&a_only)
+                .client("-transactional"),
+        )
+        .expect("a fault");
+    let until = Instant::now() + Duration::from_secs(5);
+    let inputs = setup.produce_while(next, &[&a, &b], &mut expected, || Instant::now() < until);
+    setup.proxy.clear();
+    assert!(outlasting.fired() > 0, "no EndTxn of A met the errors");
+    // The new producer starts with the first record after the revival, whose restore waits
+    // until the brokers time the given-up transaction out (it holds the changelogs' last
+    // stable offsets back).
+    assert!(
+        wait_until(FIRE_TIMEOUT, || setup
+            .proxy
+            .requests(ApiKey::InitProducerId)
+            > producers
+            || !a.running()),
+        "no commit of A gave up: its producer was never replaced ({} EndTxn answered, {} \
+         InitProducerId requests before, {} after)",
+        outlasting.fired(),
+        producers,
+        setup.proxy.requests(ApiKey::InitProducerId)
+    );
+    a.assert_running();
     setup.assert_counts(&expected, &[&a, &b]);
     a.stop().expect("A ran through the errors");
     b.stop().expect("B ran through the errors");
