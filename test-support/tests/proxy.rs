@@ -109,7 +109,10 @@ fn answers_name_the_proxy_and_faults_do_what_they_say() {
     metadata(&through).expect("answers once the blackhole lifted");
 
     // A fault the proxy cannot answer with an error is refused when armed.
-    let refused = proxy.inject(Fault::error(ApiKey::EndTxn, ResponseError::NotCoordinator));
+    let refused = proxy.inject(Fault::error(
+        ApiKey::CreateTopics,
+        ResponseError::NotController,
+    ));
     assert!(refused.is_err());
 }
 
