@@ -56,6 +56,7 @@ pub mod util {
     pub use super::admin::{block_on, create_retrying};
     pub use super::error::convert;
     pub use super::retry::{Retry, is_retriable, is_retriable_code, retry};
+    pub use crate::logged::fence_nonce as unique_number;
 }
 
 use crate::record::Framing;

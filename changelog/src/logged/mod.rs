@@ -233,8 +233,9 @@ fn fence_value(epoch: u64, nonce: u64) -> [u8; 16] {
     value
 }
 
-/// A number no other fence is likely to use: a randomly keyed hash of the time and process.
-fn fence_nonce() -> u64 {
+/// A number no other process or call is likely to draw: a randomly keyed hash of the time
+/// and process. It tells one fence from another of the same epoch, and makes process ids.
+pub fn fence_nonce() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u32(std::process::id());

@@ -34,6 +34,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use statestore_changelog::StateDirectory;
+use statestore_changelog::kafka_util::unique_number;
 use store_api::{Error, ErrorKind, Result};
 
 use crate::TaskEventKind;
@@ -73,7 +74,7 @@ fn process_id(state: &StateDirectory) -> Result<String> {
             )))
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            let id = format!("{:016x}{:016x}", random(), random());
+            let id = format!("{:016x}{:016x}", unique_number(), unique_number());
             let tmp = path.with_extension("tmp");
             let io = |err| Error::io(format!("writing {}", path.display()), err);
             std::fs::write(&tmp, &id).map_err(io)?;
@@ -85,18 +86,6 @@ fn process_id(state: &StateDirectory) -> Result<String> {
         }
         Err(err) => Err(Error::io(format!("reading {}", path.display()), err)),
     }
-}
-
-/// A number no other process is likely to draw: a randomly keyed hash of the time and pid.
-fn random() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(nanos);
-    hasher.finish()
 }
 
 /// How long an abort waits for the reports of the outputs it purged.
