@@ -619,9 +619,11 @@ fn a_fatal_error_reaches_the_policy_with_its_cause() {
     );
 }
 
+/// An authorization failure lasts (an ACL refuses the topic), so every ListOffsets of the
+/// restore consumers is refused. With a single refused answer, about 1 run in 10 on a loaded
+/// machine saw every watermark query of the instance succeed all the same: the refused answer
+/// never reached a caller of librdkafka's query.
 #[test]
-#[ignore = "flaky: in 1 of about 8 runs the instance went on after the fatal ListOffsets answer \
-            to its restore consumer (issue 38 stays open for it); run with --ignored"]
 fn a_fatal_error_of_a_restore_reaches_the_policy_with_its_cause() {
     let Some(setup) = Setup::new("a_fatal_error_of_a_restore_reaches_the_policy_with_its_cause")
     else {
@@ -631,6 +633,7 @@ fn a_fatal_error_of_a_restore_reaches_the_policy_with_its_cause() {
         .proxy
         .inject(
             Fault::error(ApiKey::ListOffsets, E::TopicAuthorizationFailed)
+                .probability(1.0, 0)
                 .client("-restore-consumer"),
         )
         .expect("a fault");
