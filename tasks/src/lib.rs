@@ -44,7 +44,7 @@
 //!         .map_or(0, u64::from_be_bytes);
 //!     counts.put(&word, &(count + 1).to_be_bytes())
 //! })?;
-//! # Ok::<(), store_api::Error>(())
+//! # Ok::<(), statestore_tasks::Error>(())
 //! ```
 
 mod config;
@@ -79,7 +79,21 @@ pub use state::position::{POSITION_KEY, decode_task_position};
 pub use state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
 pub use state::stores::{OpenStore, StoreHandle, StoreType};
 
-use statestore_changelog::{RestoreOutcome, TaskId};
+// Everything an application names, so that this crate is its one dependency: the errors of
+// every call, the stores a processor reads and writes, the backends, changelogs and restore
+// outcomes.
+/// The store API (`KeyValueStore`, `WriteBatch`, ...), the backends this build has (this
+/// crate's features `memory`, `rocksdb`, `sled`, `redb`), opened by name, and the registry a
+/// backend of your own joins (the `statestore` crate).
+pub use statestore as store;
+/// Changelogs: Kafka's configuration, restore outcomes and listeners, `LoggedStore`, the
+/// embedded file log (the `statestore-changelog` crate).
+pub use statestore_changelog as changelog;
+pub use statestore_changelog::{RestoreOutcome, TaskId};
+/// Typed, window, session, versioned and LRU stores, and their key and value codecs (the
+/// `statestore-operator-stores` crate).
+pub use statestore_operator_stores as operator_stores;
+pub use store_api::{Error, ErrorKind, Result};
 
 /// Something that happened to a task of this instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
