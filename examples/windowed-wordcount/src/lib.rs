@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use statestore_operator_stores::session::{SessionStore, SessionWindows};
-use statestore_operator_stores::window::{TimeWindows, WindowStore};
+use statestore_tasks::operator_stores::session::{SessionStore, SessionWindows};
+use statestore_tasks::operator_stores::window::{TimeWindows, WindowStore};
+use statestore_tasks::{Error, Result};
 use statestore_tasks::{
     Processor, ProcessorContext, Punctuation, PunctuationType, StoreHandle, StoreKind, StoreSpec,
     TaskContext, TaskKv, TasksConfig,
 };
-use store_api::{Error, Result};
 
 /// The window size.
 pub const WINDOW: i64 = 60_000;

@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_tasks::{Application, TasksConfig};
-use store_api::{Error, Result};
+use statestore_tasks::{Error, Result};
 use windowed_wordcount::{CLOSER, Mode, WindowedCounts, default_base, stores, timestamp, word};
 
 #[derive(Parser)]
