@@ -8,6 +8,7 @@ use std::sync::Arc;
 use store_api::{KeyValueStore, KvIter, Result, WriteBatch};
 
 use crate::codec::{KeyCodec, OrderedKeys, Postcard, ValueCodec};
+use crate::ttl::TtlStore;
 
 /// The type parameters, held without owning a value of any (so the view is `Send + Sync`).
 type Types<K, V, KC, VC> = PhantomData<fn() -> (K, V, KC, VC)>;
@@ -26,7 +27,9 @@ type Types<K, V, KC, VC> = PhantomData<fn() -> (K, V, KC, VC)>;
 /// guarantees (atomic batches, logging by a `LoggedStore`) carry over unchanged.
 ///
 /// # Expiry
-/// None: an entry stays until it is deleted. State that must age out belongs in a
+/// None by itself: an entry stays until it is deleted. Over a [`TtlStore`]
+/// ([`with_ttl`](Self::with_ttl)) entries expire after their time to live, per store or per
+/// write ([`put_with_ttl`](Self::put_with_ttl)). Other state that must age out belongs in a
 /// [window](crate::window), [session](crate::session) or [versioned](crate::versioned) store,
 /// which expire by time, or over an [`LruStore`](crate::LruStore), which bounds the count.
 ///
@@ -49,6 +52,8 @@ type Types<K, V, KC, VC> = PhantomData<fn() -> (K, V, KC, VC)>;
 /// ```
 pub struct TypedStore<K, V, KC = OrderedKeys, VC = Postcard> {
     store: Arc<dyn KeyValueStore>,
+    /// The same store as `store` when it is a TTL store, for writes with their own TTL.
+    ttl: Option<Arc<TtlStore>>,
     types: Types<K, V, KC, VC>,
 }
 
@@ -61,8 +66,40 @@ where
     pub fn new(store: Arc<dyn KeyValueStore>) -> Self {
         TypedStore {
             store,
+            ttl: None,
             types: PhantomData,
         }
+    }
+
+    /// A typed view over a [`TtlStore`]: entries expire by its TTL, or by their own through
+    /// [`put_with_ttl`](Self::put_with_ttl).
+    pub fn with_ttl(store: Arc<TtlStore>) -> Self {
+        TypedStore {
+            store: Arc::clone(&store) as Arc<dyn KeyValueStore>,
+            ttl: Some(store),
+            types: PhantomData,
+        }
+    }
+
+    /// The TTL store underneath, for one made by [`with_ttl`](Self::with_ttl): to advance its
+    /// stream time or purge it.
+    pub fn ttl_store(&self) -> Option<&Arc<TtlStore>> {
+        self.ttl.as_ref()
+    }
+
+    /// Sets `key` to `value`, expiring `ttl_ms` milliseconds from now on the TTL store's clock
+    /// (`None`: never), whatever the store's own TTL.
+    ///
+    /// # Errors
+    /// `Unsupported` for a view not made by [`with_ttl`](Self::with_ttl); as
+    /// [`TtlStore::put_with_ttl`].
+    pub fn put_with_ttl(&self, key: &K, value: &V, ttl_ms: Option<i64>) -> Result<()> {
+        let Some(ttl) = &self.ttl else {
+            return Err(store_api::Error::Unsupported(
+                "a write with its own TTL needs a typed store over a TtlStore".into(),
+            ));
+        };
+        ttl.put_with_ttl(&KC::encode_key(key)?, &VC::encode_value(value)?, ttl_ms)
     }
 
     /// The byte store underneath.
@@ -229,6 +266,7 @@ impl<K, V, KC, VC> Clone for TypedStore<K, V, KC, VC> {
     fn clone(&self) -> Self {
         TypedStore {
             store: Arc::clone(&self.store),
+            ttl: self.ttl.clone(),
             types: PhantomData,
         }
     }

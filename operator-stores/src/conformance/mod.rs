@@ -35,6 +35,7 @@ pub mod kafka_versioned;
 pub mod kafka_window;
 pub mod lru;
 pub mod session;
+pub mod ttl;
 pub mod typed;
 pub mod versioned;
 pub mod window;
@@ -79,6 +80,15 @@ macro_rules! __operator_cases {
                 old_values
                 timestamped_put_if_newer
                 undecodable_bytes_are_errors
+            }
+            ttl {
+                expired_entries_are_never_returned
+                expiry_is_a_tombstone_in_the_advancing_commit
+                restore_equals_live
+                overwrite_moves_expiry
+                wall_clock_expires_while_idle
+                bad_ttls_are_rejected
+                typed_views_expire
             }
             lru {
                 model

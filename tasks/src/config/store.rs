@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use statestore_changelog::LoggedStoreConfig;
+use statestore_operator_stores::{TtlClock, TtlConfig};
 use store_api::{Error, Result};
 
 /// One state store of every task: its name, its engine and the engine's options.
@@ -22,7 +23,8 @@ pub struct StoreSpec {
     #[serde(default)]
     pub logged: LoggedStoreConfig,
     /// What the store holds: `key-value` (the default; typed and timestamped stores are views
-    /// of it), `lru`, `window`, `session` or `versioned`, with the kind's options
+    /// of it), `ttl` (a key-value store whose entries expire), `lru`, `window`, `session` or
+    /// `versioned`, with the kind's options
     /// (`{ type = "window", retention_ms = 3600000 }`).
     #[serde(default)]
     pub kind: StoreKind,
@@ -83,6 +85,22 @@ pub enum StoreKind {
     /// Bytes to bytes (and typed or timestamped views of them).
     #[default]
     KeyValue,
+    /// A key-value store whose entries expire `ttl_ms` after their write
+    /// ([`TtlStore`](statestore_operator_stores::TtlStore)), or after their own TTL; expiries
+    /// are logged deletes in the commit that expired them. Reached as `TtlStore` or as a
+    /// `TypedStore` over it.
+    Ttl {
+        /// How long an entry lives, in milliseconds of `clock`.
+        ttl_ms: i64,
+        /// `stream-time` (the default: advanced by the processor with each record's
+        /// timestamp, kept in the store) or `wall-clock`.
+        #[serde(default)]
+        clock: TtlClock,
+        /// How often, in milliseconds of `clock`, a write also deletes what expired;
+        /// default 1000.
+        #[serde(default)]
+        sweep_interval_ms: Option<i64>,
+    },
     /// A key-value store bounded to `capacity` entries, evicting the least recently used
     /// ([`LruStore`](statestore_operator_stores::LruStore)); evictions are logged deletes.
     Lru {
@@ -130,6 +148,10 @@ impl StoreKind {
                 bad("an LRU store needs a capacity of at least 1".into())
             }
             StoreKind::Lru { .. } => Ok(()),
+            StoreKind::Ttl { .. } => self
+                .ttl_config()
+                .map_or(Ok(()), |config| config.validate())
+                .or_else(|err| bad(err.to_string())),
             StoreKind::Window {
                 retention_ms,
                 segment_interval_ms,
@@ -158,10 +180,28 @@ impl StoreKind {
         }
     }
 
+    /// The options of a TTL store, `None` for another kind.
+    pub(crate) fn ttl_config(&self) -> Option<TtlConfig> {
+        let StoreKind::Ttl {
+            ttl_ms,
+            clock,
+            sweep_interval_ms,
+        } = *self
+        else {
+            return None;
+        };
+        let mut config = TtlConfig::new(ttl_ms, clock);
+        if let Some(interval) = sweep_interval_ms {
+            config.sweep_interval_ms = interval;
+        }
+        Some(config)
+    }
+
     /// The kind's name, as the configuration spells it.
     pub(crate) fn name(&self) -> &'static str {
         match self {
             StoreKind::KeyValue => "key-value",
+            StoreKind::Ttl { .. } => "ttl",
             StoreKind::Lru { .. } => "lru",
             StoreKind::Window { .. } => "window",
             StoreKind::Session { .. } => "session",

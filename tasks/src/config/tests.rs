@@ -300,3 +300,53 @@ fn the_processing_guarantee_is_at_least_once_unless_set_by_kafka_streams_name() 
     serde_json::from_str::<ProcessingGuarantee>("\"exactly_once\"")
         .expect_err("the deprecated exactly_once (v1) is not offered");
 }
+
+#[test]
+fn ttl_stores_are_declared_in_the_store_spec() {
+    use statestore_operator_stores::{TtlClock, TtlStore, TypedStore};
+
+    let spec: StoreSpec = serde_json::from_value(serde_json::json!({
+        "name": "sessions",
+        "backend": "memory",
+        "kind": { "type": "ttl", "ttl_ms": 60000, "clock": "wall-clock" },
+    }))
+    .expect("a TTL store spec");
+    let ttl = spec.kind.ttl_config().expect("TTL options");
+    assert_eq!((ttl.ttl_ms, ttl.clock), (Some(60_000), TtlClock::WallClock));
+    let stream: StoreKind =
+        serde_json::from_value(serde_json::json!({ "type": "ttl", "ttl_ms": 5 })).expect("kind");
+    assert_eq!(
+        stream.ttl_config().map(|config| config.clock),
+        Some(TtlClock::StreamTime),
+        "stream time by default"
+    );
+    let config = TasksConfig {
+        stores: vec![spec],
+        ..valid()
+    };
+    config.validate().expect("valid");
+    crate::StoreHandle::<TtlStore>::new(&config, "sessions").expect("reached as a TTL store");
+    crate::StoreHandle::<TypedStore<String, u64>>::new(&config, "sessions")
+        .expect("reached as a typed store over it");
+    assert!(crate::StoreHandle::<crate::TaskKv>::new(&config, "sessions").is_err());
+    for bad in [
+        StoreKind::Ttl {
+            ttl_ms: 0,
+            clock: TtlClock::StreamTime,
+            sweep_interval_ms: None,
+        },
+        StoreKind::Ttl {
+            ttl_ms: 10,
+            clock: TtlClock::StreamTime,
+            sweep_interval_ms: Some(-1),
+        },
+    ] {
+        let err = TasksConfig {
+            stores: vec![StoreSpec::new("sessions", "memory").with_kind(bad)],
+            ..valid()
+        }
+        .validate()
+        .expect_err("bad TTL options");
+        assert!(err.to_string().contains("sessions"), "{err}");
+    }
+}

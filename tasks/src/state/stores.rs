@@ -13,7 +13,7 @@ use std::sync::Arc;
 use statestore_operator_stores::session::{SessionStore, SessionStoreConfig};
 use statestore_operator_stores::versioned::VersionedStore;
 use statestore_operator_stores::window::{WindowStore, WindowStoreConfig};
-use statestore_operator_stores::{KeyCodec, LruStore, TypedStore, ValueCodec};
+use statestore_operator_stores::{KeyCodec, LruStore, TtlStore, TypedStore, ValueCodec};
 use store_api::{Error, KeyValueStore, Result};
 
 use super::kv::{TaskKv, TaskStore};
@@ -23,6 +23,7 @@ use crate::config::{StoreKind, StoreSpec, TasksConfig};
 #[derive(Debug)]
 pub(crate) enum StoreView {
     KeyValue,
+    Ttl(Arc<TtlStore>),
     Lru(LruStore),
     Window(WindowStore),
     Session(SessionStore),
@@ -35,6 +36,12 @@ impl StoreView {
         let inner: Arc<dyn KeyValueStore> = Arc::clone(kv) as Arc<dyn KeyValueStore>;
         Ok(match *kind {
             StoreKind::KeyValue => StoreView::KeyValue,
+            StoreKind::Ttl { .. } => {
+                let config = kind
+                    .ttl_config()
+                    .ok_or_else(|| Error::invalid("a TTL store without TTL options"))?;
+                StoreView::Ttl(Arc::new(TtlStore::open(inner, config)?))
+            }
             StoreKind::Lru { capacity } => StoreView::Lru(LruStore::new(inner, capacity)?),
             StoreKind::Window {
                 retention_ms,
@@ -73,8 +80,8 @@ pub struct OpenStore {
 }
 
 /// A type a task's store can be reached as through a [`StoreHandle`]: implemented for
-/// [`TaskKv`] (bytes, seen as a [`TaskStore`]), [`TypedStore`] (typed and timestamped views of a key-value store),
-/// [`LruStore`], [`WindowStore`], [`SessionStore`] and [`VersionedStore`].
+/// [`TaskKv`] (bytes, seen as a [`TaskStore`]), [`TypedStore`] (typed and timestamped views of a
+/// key-value or TTL store), [`TtlStore`], [`LruStore`], [`WindowStore`], [`SessionStore`] and [`VersionedStore`].
 pub trait StoreType {
     /// What the processor gets: a reference or a cheap view.
     type View<'a>;
@@ -107,12 +114,17 @@ where
     type View<'a> = TypedStore<K, V, KC, VC>;
 
     fn accepts(kind: &StoreKind) -> bool {
-        matches!(kind, StoreKind::KeyValue)
+        matches!(kind, StoreKind::KeyValue | StoreKind::Ttl { .. })
     }
 
     fn view(store: &OpenStore) -> Option<TypedStore<K, V, KC, VC>> {
-        matches!(store.view, StoreView::KeyValue)
-            .then(|| TypedStore::new(Arc::clone(&store.kv) as Arc<dyn KeyValueStore>))
+        match &store.view {
+            StoreView::KeyValue => Some(TypedStore::new(
+                Arc::clone(&store.kv) as Arc<dyn KeyValueStore>
+            )),
+            StoreView::Ttl(ttl) => Some(TypedStore::with_ttl(Arc::clone(ttl))),
+            _ => None,
+        }
     }
 }
 
@@ -134,6 +146,21 @@ macro_rules! store_type {
             }
         }
     };
+}
+
+impl StoreType for TtlStore {
+    type View<'a> = &'a TtlStore;
+
+    fn accepts(kind: &StoreKind) -> bool {
+        matches!(kind, StoreKind::Ttl { .. })
+    }
+
+    fn view(store: &OpenStore) -> Option<&TtlStore> {
+        match &store.view {
+            StoreView::Ttl(view) => Some(view),
+            _ => None,
+        }
+    }
 }
 
 store_type!(LruStore, Lru);
