@@ -6,6 +6,10 @@
 //! - [`TypedStore`]: keys and values of Rust types, keys through the order-preserving
 //!   [`OrderedKeys`] codec so typed ranges follow the key type's order, values through
 //!   [`Postcard`] or [`Json`]; puts and deletes that return the old value.
+//! - [`Evolving`]: a value codec with a schema version header, reading older versions through
+//!   the value type's [`Schema`] migrations.
+//! - [`TtlStore`]: entries that expire a time to live after their write, by stream time or the
+//!   wall clock; expiries are deletes in the commit that expired them.
 //! - [`TimestampedStore`]: a typed store whose values carry their record's timestamp.
 //! - [`LruStore`]: a store bounded to a number of entries, evicting the least recently used;
 //!   evictions are ordinary deletes, so a logged one logs them.
@@ -23,6 +27,7 @@ pub mod conformance;
 mod layout;
 mod lru;
 pub mod metered;
+mod schema;
 mod segmented;
 pub mod session;
 mod timestamped;
@@ -35,6 +40,7 @@ pub use codec::{Json, KeyCodec, OrderedKeys, Postcard, ValueCodec};
 pub use layout::APP_KEY_TAG;
 pub use lru::LruStore;
 pub use metered::{MeteredRestoreListener, MeteredStore, RecordingLevel};
+pub use schema::{Evolving, SCHEMA_MAGIC, Schema, stored_version};
 pub use timestamped::{Timestamped, TimestampedStore, ValueAndTimestamp};
 pub use ttl::{TtlClock, TtlConfig, TtlStore};
 pub use typed::{TypedIter, TypedStore};

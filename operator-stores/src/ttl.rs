@@ -127,7 +127,7 @@ impl TtlConfig {
 /// what has expired. Stream time is kept under the empty key. A put is one batch of two or
 /// three keys; a read is one read of the wrapped store. An overwrite or delete leaves the old
 /// index key, which the sweep removes at its time. A value written by a typed store with a
-/// schema envelope (`Evolving`) is the `v` here: the two envelopes nest,
+/// schema envelope ([`Evolving`](crate::Evolving)) is the `v` here: the two envelopes nest,
 /// TTL outside.
 ///
 /// ```
@@ -242,6 +242,29 @@ impl TtlStore {
         store_api::limits::check_entry(key, value)?;
         self.apply(None, vec![Write::Put(key, value, Some(ttl_ms))], false)
             .map(drop)
+    }
+
+    /// Replaces the value of `key`, keeping its expiry; returns false (and writes nothing)
+    /// when the key is absent or expired. For rewriting values in place, such as a schema
+    /// migration.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized entry; `Corruption` for a stored value without a
+    /// TTL envelope; the wrapped store's errors.
+    pub fn replace_value(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.check_open()?;
+        store_api::limits::check_entry(key, value)?;
+        let clock = self.clock.lock();
+        let data = data_key(key);
+        let Some(stored) = self.inner.get(&data)? else {
+            return Ok(false);
+        };
+        let (expiry, _) = decode_envelope(&stored)?;
+        if expiry <= self.now_of(&clock) {
+            return Ok(false);
+        }
+        self.inner.put(&data, &envelope(expiry, value))?;
+        Ok(true)
     }
 
     /// Deletes every entry that has expired now, however recent the last sweep, in one write

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use store_api::{KeyValueStore, KvIter, Result, WriteBatch};
 
 use crate::codec::{KeyCodec, OrderedKeys, Postcard, ValueCodec};
+use crate::schema::{Evolving, Schema, stored_version};
 use crate::ttl::TtlStore;
 
 /// The type parameters, held without owning a value of any (so the view is `Send + Sync`).
@@ -259,6 +260,46 @@ where
     /// The store's.
     pub fn flush(&self) -> Result<()> {
         self.store.flush()
+    }
+}
+
+impl<K, V, KC, IC> TypedStore<K, V, KC, Evolving<IC>>
+where
+    KC: KeyCodec<K>,
+    V: Schema,
+    IC: ValueCodec<V>,
+{
+    /// Rewrites every value stored in an older schema version (or without an envelope) in
+    /// the current one, so the store, and its changelog once committed, no longer need the
+    /// migrations. Over a TTL store each entry keeps its expiry. Returns how many values it
+    /// rewrote. Reads migrate old values anyway: this is for retiring a migration, or for
+    /// ending [`Schema::UNVERSIONED`].
+    ///
+    /// It reads the whole store first and keeps the rewritten values in memory until it
+    /// writes them; writes made meanwhile by another thread may be overwritten.
+    ///
+    /// # Errors
+    /// [`SchemaVersion`](store_api::Error::SchemaVersion) for a value no migration reads
+    /// (then nothing was written); the codecs' and the store's errors.
+    pub fn rewrite_old_versions(&self) -> Result<usize> {
+        let mut rewritten = Vec::new();
+        for entry in self.store.range(Bound::Unbounded, Bound::Unbounded)? {
+            let (key, bytes) = entry?;
+            if stored_version(&bytes) == Some(V::VERSION) {
+                continue;
+            }
+            let value: V = Evolving::<IC>::decode_value(&bytes)?;
+            rewritten.push((key, Evolving::<IC>::encode_value(&value)?));
+        }
+        for (key, bytes) in &rewritten {
+            match &self.ttl {
+                Some(ttl) => {
+                    ttl.replace_value(key, bytes)?;
+                }
+                None => self.store.put(key, bytes)?,
+            }
+        }
+        Ok(rewritten.len())
     }
 }
 

@@ -60,6 +60,19 @@ pub enum Error {
     #[error("fenced: {0}")]
     Fenced(String),
 
+    /// A stored value names a schema version its reader does not know (newer than the
+    /// reader's, or one it has no migration from), or has no version header where one is
+    /// required: the value is not decoded, rather than decoded as the wrong type.
+    #[error("{type_name}: a value of schema version {found:?} cannot be read as version {current}")]
+    SchemaVersion {
+        /// The value type being read.
+        type_name: &'static str,
+        /// The version the value names; `None` when it has no version header.
+        found: Option<u32>,
+        /// The version the reader writes.
+        current: u32,
+    },
+
     /// A native engine error that fits no other kind.
     #[error("{backend} error: {source}")]
     Backend {
@@ -91,6 +104,8 @@ pub enum ErrorKind {
     Timeout,
     /// See [`Error::Fenced`].
     Fenced,
+    /// See [`Error::SchemaVersion`].
+    SchemaVersion,
     /// See [`Error::Backend`].
     Backend,
 }
@@ -107,6 +122,7 @@ impl Error {
             Error::Unsupported(_) => ErrorKind::Unsupported,
             Error::Timeout(_) => ErrorKind::Timeout,
             Error::Fenced(_) => ErrorKind::Fenced,
+            Error::SchemaVersion { .. } => ErrorKind::SchemaVersion,
             Error::Backend { .. } => ErrorKind::Backend,
         }
     }

@@ -34,6 +34,7 @@ pub mod kafka_session;
 pub mod kafka_versioned;
 pub mod kafka_window;
 pub mod lru;
+pub mod schema;
 pub mod session;
 pub mod ttl;
 pub mod typed;
@@ -80,6 +81,10 @@ macro_rules! __operator_cases {
                 old_values
                 timestamped_put_if_newer
                 undecodable_bytes_are_errors
+            }
+            schema {
+                old_versions_read_migrated
+                schema_and_ttl_envelopes_nest
             }
             ttl {
                 expired_entries_are_never_returned
