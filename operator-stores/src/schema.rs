@@ -18,13 +18,22 @@ const HEADER_LEN: usize = 4;
 /// each older one.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use serde::{Deserialize, Serialize};
-/// use statestore_operator_stores::{Postcard, Schema, ValueCodec};
+/// use statestore_memory::{Config, MemoryStore};
+/// use statestore_operator_stores::{Evolving, OrderedKeys, Postcard, Schema, TypedStore, ValueCodec};
 ///
 /// /// Version 1 had no currency.
-/// #[derive(Deserialize)]
+/// #[derive(Serialize, Deserialize)]
 /// struct PriceV1 {
 ///     cents: u64,
+/// }
+///
+/// impl Schema for PriceV1 {
+///     const VERSION: u16 = 1;
+///     fn migrate(_: u16, _: &[u8]) -> store_api::Result<Option<Self>> {
+///         Ok(None)
+///     }
 /// }
 ///
 /// #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -46,6 +55,17 @@ const HEADER_LEN: usize = 4;
 ///         })
 ///     }
 /// }
+///
+/// let store = Arc::new(MemoryStore::new(Config::default()));
+/// let v1: TypedStore<String, PriceV1, OrderedKeys, Evolving> = TypedStore::new(store.clone());
+/// v1.put(&"apple".into(), &PriceV1 { cents: 120 })?;
+/// // The next release reads the same store with version 2.
+/// let v2: TypedStore<String, Price, OrderedKeys, Evolving> = TypedStore::new(store);
+/// assert_eq!(
+///     v2.get(&"apple".into())?,
+///     Some(Price { cents: 120, currency: "EUR".into() })
+/// );
+/// # Ok::<(), store_api::Error>(())
 /// ```
 pub trait Schema: Sized {
     /// The version this code writes, at least 1.
