@@ -8,6 +8,8 @@ use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, WriteOptions
 use serde::{Deserialize, Serialize};
 use store_api::{Error, Result};
 
+use crate::budget::{MemoryBudget, SharedMemory};
+
 /// Block compression of the SST files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -53,8 +55,12 @@ impl Compression {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Size of the LRU block cache for uncompressed data blocks, in bytes; `0` disables the
-    /// cache. Default: 50 MiB.
+    /// cache. Ignored with a `memory_budget`. Default: 50 MiB, for this store alone.
     pub block_cache_size: usize,
+    /// One memory budget (block cache and memtables) shared with every store of the process
+    /// that names the same budget, instead of this store's own cache: see [`MemoryBudget`].
+    /// Default: `null`, none.
+    pub memory_budget: Option<MemoryBudget>,
     /// Compression of SST blocks. Default: `lz4`.
     pub compression: Compression,
     /// Size of one memtable, in bytes, before it is frozen and flushed. Default: 16 MiB.
@@ -91,6 +97,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             block_cache_size: 50 << 20,
+            memory_budget: None,
             compression: Compression::default(),
             write_buffer_size: 16 << 20,
             max_write_buffer_number: 3,
@@ -136,12 +143,21 @@ impl Config {
         if self.write_buffer_size == 0 {
             return bad("write_buffer_size must be positive".to_owned());
         }
+        if let Some(budget) = &self.memory_budget {
+            budget.validate()?;
+        }
         Ok(())
     }
 
     /// The database options the store opens RocksDB with, for opening the same database
-    /// through the `rocksdb` crate (tools, benchmarks against the native API).
+    /// through the `rocksdb` crate (tools, benchmarks against the native API). Without the
+    /// memory budget: with one, the block cache is this store's own.
     pub fn db_options(&self) -> Options {
+        self.db_options_sharing(None)
+    }
+
+    /// The database options, with the cache and write-buffer manager of `shared` when given.
+    pub(crate) fn db_options_sharing(&self, shared: Option<&SharedMemory>) -> Options {
         let mut opts = Options::default();
         opts.create_if_missing(self.create_if_missing);
         opts.set_compression_type(self.compression.native());
@@ -151,7 +167,21 @@ impl Config {
         if let Some(threads) = self.parallelism {
             opts.increase_parallelism(threads);
         }
-        opts.set_block_based_table_factory(&self.table_options());
+        let mut table = self.table_options_without_cache();
+        match shared {
+            Some(shared) => {
+                opts.set_write_buffer_manager(&shared.write_buffers);
+                table.set_block_cache(&shared.cache);
+                // Index and filter blocks count against the budget too, kept ahead of data
+                // blocks, and those of level 0 pinned (Kafka Streams' bounded-memory recipe).
+                table.set_cache_index_and_filter_blocks(true);
+                table.set_cache_index_and_filter_blocks_with_high_priority(true);
+                table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+            }
+            None if self.block_cache_size == 0 => table.disable_cache(),
+            None => table.set_block_cache(&Cache::new_lru_cache(self.block_cache_size)),
+        }
+        opts.set_block_based_table_factory(&table);
         opts
     }
 
@@ -165,16 +195,6 @@ impl Config {
         table.disable_cache();
         opts.set_block_based_table_factory(&table);
         opts
-    }
-
-    fn table_options(&self) -> BlockBasedOptions {
-        let mut table = self.table_options_without_cache();
-        if self.block_cache_size == 0 {
-            table.disable_cache();
-        } else {
-            table.set_block_cache(&Cache::new_lru_cache(self.block_cache_size));
-        }
-        table
     }
 
     fn table_options_without_cache(&self) -> BlockBasedOptions {
@@ -233,6 +253,20 @@ mod tests {
             },
             Config {
                 write_buffer_size: 0,
+                ..Config::default()
+            },
+            Config {
+                memory_budget: Some(MemoryBudget {
+                    total_bytes: 1000,
+                    ..MemoryBudget::default()
+                }),
+                ..Config::default()
+            },
+            Config {
+                memory_budget: Some(MemoryBudget {
+                    write_buffer_ratio: 0.0,
+                    ..MemoryBudget::default()
+                }),
                 ..Config::default()
             },
         ];

@@ -51,6 +51,7 @@
 //! - **Locking**: a second open of an open directory, by this process or another, fails with
 //!   [`Error::Locked`] (RocksDB's `LOCK` file).
 
+mod budget;
 mod bulk;
 mod config;
 mod error;
@@ -71,6 +72,7 @@ use store_api::{
     create_store_dir, parse_options,
 };
 
+pub use budget::{BudgetUsage, MemoryBudget};
 pub use config::{Compression, Config};
 
 use error::{BACKEND, from_open, from_rocksdb};
@@ -107,6 +109,8 @@ pub struct RocksDbStore {
     sst_opts: Arc<rocksdb::Options>,
     /// [`Config::bulk_load_bytes`]: 0 when bulk loading is off.
     bulk_load_bytes: usize,
+    /// The memory budget shared with other stores, kept alive while this store uses it.
+    memory: Option<Arc<budget::SharedMemory>>,
     path: PathBuf,
     /// Checked after every flush: RocksDB syncs its open files even when the directory was
     /// removed, so only this tells that the flush cannot be durable.
@@ -126,7 +130,13 @@ impl RocksDbStore {
         if config.create_if_missing {
             create_store_dir(dir)?;
         }
-        let db = DB::open(&config.db_options(), dir).map_err(|err| from_open(dir, err))?;
+        let memory = config
+            .memory_budget
+            .as_ref()
+            .map(budget::shared)
+            .transpose()?;
+        let db = DB::open(&config.db_options_sharing(memory.as_deref()), dir)
+            .map_err(|err| from_open(dir, err))?;
         // The files of a bulk load that died with its process; opened, so the store is ours.
         bulk::remove_bulk_dir(dir)?;
         Ok(RocksDbStore {
@@ -139,8 +149,14 @@ impl RocksDbStore {
             wal: config.wal,
             sst_opts: Arc::new(config.sst_options()),
             bulk_load_bytes: config.bulk_load_bytes,
+            memory,
             path: dir.to_path_buf(),
         })
+    }
+
+    /// What the memory budget this store shares holds now, `None` without one.
+    pub fn memory_budget_usage(&self) -> Option<BudgetUsage> {
+        self.memory.as_ref().map(|memory| memory.usage())
     }
 
     /// The directory of the database.

@@ -471,3 +471,61 @@ fn delete_range_bounds_are_exact_at_successor_keys() {
         );
     }
 }
+
+/// Stores naming the same memory budget share one cache and write-buffer manager: the
+/// memtable written through one shows in the budget another reports. A live budget cannot be
+/// reopened with other sizes; another name is another budget.
+#[test]
+fn memory_budget_is_shared_by_name() {
+    use statestore_rocksdb::MemoryBudget;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = |name: &str, total_bytes: usize| Config {
+        memory_budget: Some(MemoryBudget {
+            name: name.into(),
+            total_bytes,
+            write_buffer_ratio: 0.5,
+        }),
+        ..Config::default()
+    };
+    let a = RocksDbStore::open(&dir.path().join("a"), budget("shared-test", 64 << 20)).expect("a");
+    let b = RocksDbStore::open(&dir.path().join("b"), budget("shared-test", 64 << 20)).expect("b");
+    let other = RocksDbStore::open(&dir.path().join("c"), budget("other-test", 64 << 20))
+        .expect("another budget");
+    let before = b.memory_budget_usage().expect("a budget");
+    assert_eq!(before.total_bytes, 64 << 20);
+    let value = vec![7u8; 1024];
+    for i in 0u32..2048 {
+        a.put(&i.to_be_bytes(), &value).expect("put");
+    }
+    let after = b.memory_budget_usage().expect("a budget");
+    assert!(
+        after.write_buffer_bytes >= before.write_buffer_bytes + (2 << 20),
+        "b's budget holds a's memtable: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.cache_bytes >= after.write_buffer_bytes,
+        "memtables are charged to the shared cache: {after:?}"
+    );
+    assert!(
+        other
+            .memory_budget_usage()
+            .expect("budget")
+            .write_buffer_bytes
+            < 1 << 20,
+        "another name is another budget"
+    );
+    let err = RocksDbStore::open(&dir.path().join("d"), budget("shared-test", 32 << 20))
+        .expect_err("other sizes for a live budget");
+    assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument);
+    assert!(
+        RocksDbStore::open(&dir.path().join("e"), Config::default())
+            .expect("no budget")
+            .memory_budget_usage()
+            .is_none()
+    );
+    drop((a, b));
+    // Once no store uses it, the name can be opened with other sizes.
+    RocksDbStore::open(&dir.path().join("d"), budget("shared-test", 32 << 20))
+        .expect("a new budget of that name");
+}
