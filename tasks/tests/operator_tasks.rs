@@ -24,7 +24,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use statestore_operator_stores::session::{SessionStore, SessionStoreConfig, SessionWindows};
 use statestore_operator_stores::versioned::VersionedStore;
 use statestore_operator_stores::window::{TimeWindows, WindowStore, WindowStoreConfig};
-use statestore_operator_stores::{LruStore, TypedStore};
+use statestore_operator_stores::{LruStore, TtlClock, TtlConfig, TtlStore, TypedStore};
 use statestore_tasks::metrics::PUNCTUATE_SECONDS;
 use statestore_tasks::{
     Application, Processor, ProcessorContext, Punctuation, PunctuationType, PunctuatorId, Queries,
@@ -50,6 +50,9 @@ fn base() -> i64 {
 const MINUTE: i64 = 60_000;
 const SESSION_GAP: i64 = 120_000;
 const LRU_CAPACITY: usize = 10;
+/// The TTL of store `last-seen`: a word's entry lives a minute of stream time after its last
+/// record; each word comes back every 97 s, so about a third of them are expired at any time.
+const LAST_SEEN_TTL: i64 = 60_000;
 const OUTPUT_TOPIC_SUFFIX: &str = "closed-windows";
 /// The key of records that only move a task's stream time.
 const CLOSER: &[u8] = b"closer";
@@ -77,6 +80,11 @@ fn stores() -> Vec<StoreSpec> {
         }),
         StoreSpec::new("recent", "redb").with_kind(StoreKind::Lru {
             capacity: LRU_CAPACITY,
+        }),
+        StoreSpec::new("last-seen", "redb").with_kind(StoreKind::Ttl {
+            ttl_ms: LAST_SEEN_TTL,
+            clock: TtlClock::StreamTime,
+            sweep_interval_ms: None,
         }),
         StoreSpec::new("emitted", "redb"),
         StoreSpec::new("scratch", "redb").with_logging(false),
@@ -111,6 +119,7 @@ struct WordStats {
     sessions: StoreHandle<SessionStore>,
     latest: StoreHandle<VersionedStore>,
     recent: StoreHandle<LruStore>,
+    last_seen: StoreHandle<TtlStore>,
     emitted: StoreHandle<TaskKv>,
     scratch: StoreHandle<TaskKv>,
     output: String,
@@ -128,6 +137,7 @@ impl WordStats {
             sessions: StoreHandle::new(config, "sessions")?,
             latest: StoreHandle::new(config, "latest")?,
             recent: StoreHandle::new(config, "recent")?,
+            last_seen: StoreHandle::new(config, "last-seen")?,
             emitted: StoreHandle::new(config, "emitted")?,
             scratch: StoreHandle::new(config, "scratch")?,
             output: output.to_owned(),
@@ -205,6 +215,9 @@ impl Processor for WordStats {
         let _ = latest.put(word.as_bytes(), &ctx.offset().to_be_bytes(), ts)?;
         ctx.store_of(&self.recent)?
             .put(word.as_bytes(), &ts.to_be_bytes())?;
+        let last_seen = ctx.store_of(&self.last_seen)?;
+        last_seen.advance_stream_time(ts)?;
+        last_seen.put(word.as_bytes(), &ts.to_be_bytes())?;
         let scratch = ctx.store_of(&self.scratch)?;
         let seen = scratch.get(word.as_bytes())?.map_or(0, |v| decode(&v));
         scratch.put(word.as_bytes(), &(seen + 1).to_be_bytes())
@@ -445,6 +458,45 @@ fn assert_stores_exact(dir: &Path, app: &str, n: u64) {
             .cloned()
             .collect();
         assert_eq!(held, wanted, "LRU store of task 0_{p}");
+
+        // The TTL store holds each word of the task whose last record is under a minute of
+        // stream time old, and its engine no other entry: expiries were logged tombstones.
+        let config = TtlConfig::new(LAST_SEEN_TTL, TtlClock::StreamTime);
+        let raw = open_store(dir, app, p, "last-seen");
+        let last_seen = TtlStore::open(Arc::clone(&raw), config).expect("open");
+        let now = m.stream_time[&p];
+        assert_eq!(last_seen.now(), now, "TTL stream time of task 0_{p}");
+        let live: BTreeMap<String, i64> = last_seen
+            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+            .expect("scan")
+            .map(|e| e.expect("entry"))
+            .map(|(k, v)| {
+                let ts = i64::from_be_bytes(v.try_into().expect("8 bytes"));
+                (String::from_utf8(k).expect("utf-8"), ts)
+            })
+            .collect();
+        let wanted: BTreeMap<String, i64> = m
+            .times
+            .iter()
+            .filter(|(w, _)| partition_of(w, PARTITIONS) == p as i32)
+            .map(|(w, times)| (w.clone(), times[times.len() - 1]))
+            .filter(|(_, last)| last + LAST_SEEN_TTL > now)
+            .collect();
+        assert!(
+            wanted.len()
+                < m.times
+                    .iter()
+                    .filter(|(w, _)| partition_of(w, PARTITIONS) == p as i32)
+                    .count(),
+            "some words of task 0_{p} expired"
+        );
+        assert_eq!(live, wanted, "TTL store of task 0_{p}");
+        let stored = raw.prefix_scan(&[1]).expect("scan").count();
+        assert_eq!(
+            stored,
+            wanted.len(),
+            "expired entries deleted in the engine of task 0_{p}"
+        );
     }
     assert_eq!(counts, m.counts, "typed counts");
     assert_eq!(windows, m.windows, "window counts");
