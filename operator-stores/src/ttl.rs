@@ -292,7 +292,17 @@ impl TtlStore {
     /// Returns the number of entries the sweep deleted.
     fn apply(&self, advance: Option<i64>, writes: Vec<Write<'_>>, force: bool) -> Result<usize> {
         self.check_open()?;
-        let mut clock = self.clock.lock();
+        self.apply_locked(&mut self.clock.lock(), advance, writes, force)
+    }
+
+    /// As [`apply`](Self::apply), under the clock lock the caller holds.
+    fn apply_locked(
+        &self,
+        clock: &mut Clock,
+        advance: Option<i64>,
+        writes: Vec<Write<'_>>,
+        force: bool,
+    ) -> Result<usize> {
         let mut next = *clock;
         let mut batch = WriteBatch::with_capacity(writes.len() * 2 + 1);
         if let Some(timestamp) = advance
@@ -517,12 +527,17 @@ impl KeyValueStore for TtlStore {
     }
 
     fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
-        // One owner writes a task's store; the read and the write are not atomic against a
-        // concurrent writer of the same key, as for a `TypedStore`'s read-modify-writes.
-        if let Some(existing) = self.get(key)? {
+        self.check_open()?;
+        store_api::limits::check_entry(key, value)?;
+        // The lock is held from the lookup to the write, so no other write slips in between.
+        let mut clock = self.clock.lock();
+        let now = self.now_of(&clock);
+        if let Some(stored) = self.inner.get(&data_key(key))?
+            && let Some(existing) = live_value(&stored, now)?
+        {
             return Ok(Some(existing));
         }
-        self.put(key, value)?;
+        self.apply_locked(&mut clock, None, vec![Write::Put(key, value, None)], false)?;
         Ok(None)
     }
 
