@@ -673,6 +673,29 @@ fn every_store_kind_follows_its_task_and_punctuation_resumes_from_the_committed_
         sources.iter().any(|s| matches!(s, ReadSource::Standby(_))),
         "{sources:?}"
     );
+    // The byte-level queries read the TTL store as the TTL store: each word to its last
+    // timestamp, never the stored envelope or the expiry index, from active and standby.
+    for p in 0..PARTITIONS {
+        let all = (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
+        let read = queries
+            .range("last-seen", p, all, false, ReadFrom::ActiveOrStandby)
+            .expect("a range of the TTL store");
+        let entries: Vec<_> = read.entries.map(|e| e.expect("entry")).collect();
+        assert!(!entries.is_empty(), "words of task 0_{p}");
+        for (key, value) in &entries {
+            let word = String::from_utf8(key.clone()).expect("a word, not a stored key");
+            assert_eq!(
+                value.len(),
+                8,
+                "the last timestamp of {word} ({:?})",
+                read.source
+            );
+            let one = queries
+                .get_in_partition("last-seen", p, key, ReadFrom::ActiveOrStandby)
+                .expect("a get of the TTL store");
+            assert_eq!(one.value.as_ref(), Some(value), "{word}");
+        }
+    }
     // A leaves: B promotes its standby copies of A's tasks.
     a.stop();
     wait_tasks(b.as_ref().expect("running"), PARTITIONS as usize);

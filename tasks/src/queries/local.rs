@@ -7,6 +7,7 @@ use std::sync::Arc;
 use store_api::{KeyValueStore, KvIter};
 
 use super::{LocalRead, Queries, QueryError, ReadFrom, ReadSource, Staleness};
+use crate::config::StoreKind;
 use crate::state::kv::{Backing, TaskKv};
 use crate::state::position::{check_key, hide_reserved};
 use crate::state::stores::{OpenStore, StoreHandle, StoreType, StoreView};
@@ -192,7 +193,13 @@ impl Queries {
             if let Some(task) = tasks.get(&partition) {
                 let slot = task.slots.iter().find(|slot| slot.name == store);
                 let slot = slot.ok_or_else(|| QueryError::UnknownStore(store.to_owned()))?;
-                return Ok((read(slot.open.kv.as_ref())?, ReadSource::Active));
+                let value = match &slot.open.view {
+                    // Through the TTL store: its values without their envelope, never an
+                    // expired entry.
+                    StoreView::Ttl(ttl) => read(ttl.as_ref())?,
+                    _ => read(slot.open.kv.as_ref())?,
+                };
+                return Ok((value, ReadSource::Active));
             }
         }
         let not_local = QueryError::NotLocal { partition };
@@ -207,7 +214,24 @@ impl Queries {
             // An unlogged store has no standby copy: only its active task answers.
             return Err(not_local);
         };
-        let value = match read(copy.as_ref()) {
+        let spec = shared.config.stores.iter().find(|spec| spec.name == store);
+        let read = match spec.map(|spec| &spec.kind) {
+            Some(kind @ StoreKind::Ttl { .. }) => {
+                // Read only, as the TTL store it is: the copy's writes come from its changelog.
+                let kv = Arc::new(TaskKv::new(
+                    store.to_owned(),
+                    Backing::Local(Arc::clone(copy)),
+                ));
+                kv.set_replaying(true);
+                match StoreView::open(&kv, kind) {
+                    Ok(StoreView::Ttl(ttl)) => read(ttl.as_ref()),
+                    Ok(_) => read(copy.as_ref()),
+                    Err(err) => Err(err),
+                }
+            }
+            _ => read(copy.as_ref()),
+        };
+        let value = match read {
             // Closed meanwhile: no longer wanted here, failed, or promoted.
             Err(store_api::Error::Closed) => return Err(not_local),
             other => other?,
