@@ -119,6 +119,7 @@ pub struct SnapshotStore {
     prefix: ObjectPath,
     url: String,
     keep: usize,
+    every_commits: u64,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -155,6 +156,7 @@ impl SnapshotStore {
             prefix,
             url: config.url.clone(),
             keep: config.keep,
+            every_commits: config.every_commits,
             runtime,
         })
     }
@@ -167,6 +169,11 @@ impl SnapshotStore {
     /// Snapshots kept per partition by [`write`](SnapshotStore::write).
     pub fn keep(&self) -> usize {
         self.keep
+    }
+
+    /// Commits between two snapshots a logged store takes by itself; 0 for never.
+    pub fn every_commits(&self) -> u64 {
+        self.every_commits
     }
 
     /// Runs a request to completion; on a thread of its own when the caller is inside another

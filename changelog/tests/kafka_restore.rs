@@ -327,3 +327,86 @@ fn a_commit_prepared_in_an_aborted_transaction_is_never_restored() {
     assert_eq!(copy.store.get(b"kept").expect("get"), Some(b"2".to_vec()));
     assert_eq!(copy.store.get(b"aborted").expect("get"), None);
 }
+
+/// As `Machine::open`, the store fenced (as a task's is) and with snapshots in `snapshots`.
+fn open_snapshotted(
+    root: &Path,
+    kafka: &KafkaConfig,
+    snapshots: &Arc<statestore_changelog::SnapshotStore>,
+) -> (Machine, Counting) {
+    let state = StateDirectory::open(root, &kafka.application_id).expect("state dir");
+    let task = state.task(TaskId::new(0, 0)).expect("task dir");
+    let rocksdb = statestore::factory("rocksdb").expect("the rocksdb backend is compiled in");
+    let inner = task
+        .open_store(rocksdb, &kafka.store_name, &serde_json::Value::Null)
+        .expect("rocksdb store");
+    let log = KafkaLog::open(kafka.clone(), 0).expect("kafka log");
+    let mut restore = Counting::default();
+    let store = LoggedStore::open_with_snapshots(
+        inner,
+        Arc::new(log),
+        Arc::clone(task.checkpoint()),
+        LoggedStoreConfig::default(),
+        Arc::clone(snapshots),
+        &mut restore,
+    )
+    .expect("logged store");
+    store.fence().expect("fence");
+    let machine = Machine {
+        store,
+        task,
+        _state: state,
+    };
+    (machine, restore)
+}
+
+#[test]
+fn a_new_machine_loads_a_snapshot_then_replays_only_the_tail() {
+    let Some(bootstrap) = kafka_support::bootstrap("a_new_machine_loads_a_snapshot") else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "counts");
+    let (here, there, objects) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let snapshots = Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", objects.path().display()),
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .unwrap(),
+    );
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model = Model::new();
+
+    let (original, _) = open_snapshotted(here.path(), &kafka, &snapshots);
+    write_and_commit(&original.store, &mut model, &mut rng, 10);
+    let taken = original.store.snapshot().unwrap().expect("committed");
+    assert_eq!(taken.epoch, 1, "the fence's epoch");
+    let tail_commits = 3;
+    write_and_commit(&original.store, &mut model, &mut rng, tail_commits);
+    let end = original.store.changelog().end_offset().unwrap();
+    drop(original);
+
+    let (copy, restore) = open_snapshotted(there.path(), &kafka, &snapshots);
+    assert_eq!(copy.store.bootstrapped_from(), Some(&taken));
+    assert_eq!(user_keys(copy.store.inner().as_ref()), model);
+    // The tail: every offset after the snapshot's marker, less one marker per commit.
+    let tail = end - (taken.offset + 1) - tail_commits as u64;
+    assert_eq!(copy.store.restored().records, tail);
+    assert_eq!(restore.records, tail);
+    assert!(!copy.store.restored().wiped);
+    // The copy fenced above the snapshot's epoch, and goes on committing.
+    assert_eq!(copy.store.writer_epoch(), Some(2));
+    write_and_commit(&copy.store, &mut model, &mut rng, 1);
+    assert_eq!(user_keys(copy.store.inner().as_ref()), model);
+}
+
+/// The store's pairs without the fence's [`EPOCH_KEY`], which the model does not hold.
+fn user_keys(store: &dyn KeyValueStore) -> Model {
+    let mut pairs = scan(store);
+    pairs.remove(statestore_changelog::EPOCH_KEY);
+    pairs
+}
