@@ -47,8 +47,9 @@ const LOAD_BATCH: usize = 16 * 1024;
 /// The default number of snapshots kept per changelog partition.
 pub const DEFAULT_SNAPSHOTS_KEPT: usize = 3;
 
-/// Where snapshots go and how many are kept.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+/// Where snapshots go and how many are kept. `Debug` hides the value of every option whose
+/// name holds `secret`, `token`, `password` or `session`.
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SnapshotConfig {
     /// The object store and prefix: `file:///absolute/dir`, or `s3://bucket/prefix` (with
@@ -64,6 +65,31 @@ pub struct SnapshotConfig {
     /// A task snapshots each of its stores after every this many commits; 0 (the default)
     /// never does by itself.
     pub every_commits: u64,
+}
+
+impl std::fmt::Debug for SnapshotConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let options: BTreeMap<&str, &str> = self
+            .options
+            .iter()
+            .map(|(name, value)| {
+                let lower = name.to_ascii_lowercase();
+                let secret = ["secret", "token", "password", "session"]
+                    .iter()
+                    .any(|word| lower.contains(word));
+                (
+                    name.as_str(),
+                    if secret { "[redacted]" } else { value.as_str() },
+                )
+            })
+            .collect();
+        f.debug_struct("SnapshotConfig")
+            .field("url", &self.url)
+            .field("options", &options)
+            .field("keep", &self.keep)
+            .field("every_commits", &self.every_commits)
+            .finish()
+    }
 }
 
 impl Default for SnapshotConfig {
@@ -678,6 +704,24 @@ mod tests {
         std::fs::remove_file(&file).map_err(|e| Error::io("remove", e))?;
         assert!(snapshots.read(&info)?.is_none(), "missing is None");
         Ok(())
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let config = SnapshotConfig {
+            url: "s3://bucket/prefix".into(),
+            options: [
+                ("aws_secret_access_key".to_string(), "hunter2".to_string()),
+                ("aws_region".to_string(), "eu-west-1".to_string()),
+            ]
+            .into(),
+            ..SnapshotConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("eu-west-1"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -410,3 +410,93 @@ fn user_keys(store: &dyn KeyValueStore) -> Model {
     pairs.remove(statestore_changelog::EPOCH_KEY);
     pairs
 }
+
+/// The figure of `docs/durability.md` ("Snapshots"): a store of `STATESTORE_SNAPSHOT_KEYS`
+/// keys (default 1 000 000; 100-byte values) on a new machine, ready from a snapshot and an
+/// empty tail vs. a replay of the whole changelog, in one run. Run with
+/// `cargo test -p statestore-changelog --test kafka_restore snapshot_bootstrap_figure -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run it by hand with --ignored"]
+fn snapshot_bootstrap_figure() {
+    let Some(bootstrap) = kafka_support::bootstrap("snapshot_bootstrap_figure") else {
+        return;
+    };
+    let keys: u64 = std::env::var("STATESTORE_SNAPSHOT_KEYS")
+        .ok()
+        .and_then(|keys| keys.parse().ok())
+        .unwrap_or(1_000_000);
+    let kafka = kafka_support::config(&bootstrap, "figure");
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let snapshots = Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", dirs[3].path().display()),
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .unwrap(),
+    );
+    let (original, _) = open_snapshotted(dirs[0].path(), &kafka, &snapshots);
+    let started = Instant::now();
+    let value = [7u8; 100];
+    for i in 0..keys {
+        original
+            .store
+            .put(format!("key{i:012}").as_bytes(), &value)
+            .unwrap();
+        if i % 50_000 == 49_999 {
+            original.store.commit().unwrap();
+        }
+    }
+    original.store.commit().unwrap();
+    let written = started.elapsed();
+    let started = Instant::now();
+    let taken = original.store.snapshot().unwrap().expect("committed");
+    let snapshot_took = started.elapsed();
+    drop(original);
+    let bytes = std::fs::metadata(Path::new("/").join(&taken.path))
+        .unwrap()
+        .len();
+
+    let started = Instant::now();
+    let (from_snapshot, restore) = open_snapshotted(dirs[1].path(), &kafka, &snapshots);
+    let snapshot_ready = started.elapsed();
+    assert_eq!(from_snapshot.store.bootstrapped_from(), Some(&taken));
+    assert_eq!(restore.records, 0, "an empty tail");
+
+    let none = tempfile::tempdir().unwrap();
+    let no_snapshots = Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", none.path().display()),
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .unwrap(),
+    );
+    let started = Instant::now();
+    let (replayed, _) = open_snapshotted(dirs[2].path(), &kafka, &no_snapshots);
+    let replay_ready = started.elapsed();
+    // Every key and the epoch keys of the two fences before it.
+    assert_eq!(replayed.store.restored().records, keys + 2);
+    let count = |machine: &Machine| {
+        machine
+            .store
+            .inner()
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .count()
+    };
+    // The fence's epoch key besides the user's.
+    assert_eq!(count(&from_snapshot), keys as usize + 1);
+    assert_eq!(count(&replayed), keys as usize + 1);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "snapshot figure: {keys} keys; written and committed to Kafka in {:.1}s; snapshot of \
+         {:.1} MiB taken in {:.2}s; ready from the snapshot (RocksDB bulk load) + empty tail \
+         in {:.2}s; full changelog replay (RocksDB bulk load) in {:.2}s: {:.1}x; load average {}",
+        written.as_secs_f64(),
+        bytes as f64 / f64::from(1 << 20),
+        snapshot_took.as_secs_f64(),
+        snapshot_ready.as_secs_f64(),
+        replay_ready.as_secs_f64(),
+        replay_ready.as_secs_f64() / snapshot_ready.as_secs_f64(),
+        load.trim()
+    );
+}
