@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::logged_common::{Recorder, TOPIC, checkpoint, file_log, replay, scan};
 use statestore_changelog::{
     Changelog, CheckpointPolicy, CommitPolicy, Framing, LoggedStore, LoggedStoreConfig, MemoryLog,
-    SnapshotConfig, SnapshotStore,
+    SnapshotConfig, SnapshotInfo, SnapshotStore,
 };
 use store_api::{BatchOp, ErrorKind, KeyValueStore};
 
@@ -125,9 +125,19 @@ fn a_fresh_store_loads_the_snapshot_then_only_the_tail() {
 #[test]
 fn a_corrupt_snapshot_falls_back_to_an_older_one_then_to_a_full_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = file_log(&dir.path().join("log"));
     let snaps = snapshots(&dir.path().join("snapshots"), 3, 0);
-    let (store, _) = open_fresh(&dir.path().join("a"), log.clone(), &snaps);
+    falls_back(dir.path(), &snaps, &|info| Path::new("/").join(&info.path));
+}
+
+/// Two snapshots and a tail; the newest corrupt: the older one and a longer tail; both gone:
+/// a full replay. `file_of` names the file holding a snapshot's object.
+fn falls_back(
+    dir: &Path,
+    snaps: &Arc<SnapshotStore>,
+    file_of: &dyn Fn(&SnapshotInfo) -> std::path::PathBuf,
+) {
+    let log = file_log(&dir.join("log"));
+    let (store, _) = open_fresh(&dir.join("a"), log.clone(), snaps);
     write_commits(&store, 0, 10);
     let older = store.snapshot().expect("snapshot").expect("taken");
     write_commits(&store, 10, 10);
@@ -136,27 +146,32 @@ fn a_corrupt_snapshot_falls_back_to_an_older_one_then_to_a_full_replay() {
     let original = scan(store.inner().as_ref());
     drop(store);
 
-    flip_a_byte(&newer.path);
-    let (copy, _) = open_fresh(&dir.path().join("b"), log.clone(), &snaps);
+    let (copy, _) = open_fresh(&dir.join("n"), log.clone(), snaps);
+    assert_eq!(copy.bootstrapped_from(), Some(&newer));
+    assert_eq!(copy.restored().records, 3 * 100);
+    assert_eq!(scan(copy.inner().as_ref()), original);
+    drop(copy);
+
+    flip_a_byte(&file_of(&newer));
+    let (copy, _) = open_fresh(&dir.join("b"), log.clone(), snaps);
     assert_eq!(copy.bootstrapped_from(), Some(&older));
     assert_eq!(copy.restored().records, 13 * 100);
     assert_eq!(scan(copy.inner().as_ref()), original);
     drop(copy);
 
-    std::fs::remove_file(Path::new("/").join(&older.path)).expect("remove");
-    let (copy, _) = open_fresh(&dir.path().join("c"), log.clone(), &snaps);
+    std::fs::remove_file(file_of(&older)).expect("remove");
+    let (copy, _) = open_fresh(&dir.join("c"), log.clone(), snaps);
     assert_eq!(copy.bootstrapped_from(), None);
     assert!(copy.restored().wiped);
     assert_eq!(copy.restored().records, 23 * 100);
     assert_eq!(scan(copy.inner().as_ref()), original);
 }
 
-fn flip_a_byte(path: &str) {
-    let file = Path::new("/").join(path);
-    let mut bytes = std::fs::read(&file).expect("read");
+fn flip_a_byte(file: &Path) {
+    let mut bytes = std::fs::read(file).expect("read");
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
-    std::fs::write(&file, bytes).expect("write");
+    std::fs::write(file, bytes).expect("write");
 }
 
 #[test]
@@ -250,4 +265,47 @@ fn a_fenced_writer_takes_no_snapshot() {
     assert_eq!(scan(copy.inner().as_ref()), expected);
     // The epoch came with the snapshot: the copy fences above it.
     assert_eq!(copy.fence().expect("fence"), 3);
+}
+
+/// The same against an S3-protocol server (`scripts/s3-tests.sh` starts `s3s-fs` on loopback):
+/// `STATESTORE_S3_ENDPOINT` is its URL, `STATESTORE_S3_ROOT` the directory it serves (a bucket
+/// is a directory there, an object a file, which the test corrupts).
+#[cfg(feature = "s3")]
+#[test]
+fn snapshots_in_s3_bootstrap_and_fall_back() {
+    let (Ok(endpoint), Ok(root)) = (
+        std::env::var("STATESTORE_S3_ENDPOINT"),
+        std::env::var("STATESTORE_S3_ROOT"),
+    ) else {
+        assert!(
+            std::env::var_os("STATESTORE_REQUIRE_S3").is_none(),
+            "STATESTORE_REQUIRE_S3 is set but STATESTORE_S3_ENDPOINT or STATESTORE_S3_ROOT is not"
+        );
+        eprintln!("SKIP snapshots_in_s3: set STATESTORE_S3_ENDPOINT and STATESTORE_S3_ROOT");
+        return;
+    };
+    let bucket = format!("snapshots-{}", std::process::id());
+    std::fs::create_dir_all(Path::new(&root).join(&bucket)).expect("bucket");
+    let options = [
+        ("aws_endpoint", endpoint.as_str()),
+        ("aws_allow_http", "true"),
+        ("aws_region", "us-east-1"),
+        ("aws_access_key_id", "statestore"),
+        ("aws_secret_access_key", "statestore-secret"),
+    ];
+    let snaps = Arc::new(
+        SnapshotStore::open(&SnapshotConfig {
+            url: format!("s3://{bucket}/app"),
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            keep: 3,
+            ..SnapshotConfig::default()
+        })
+        .expect("s3 snapshot store"),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket_dir = Path::new(&root).join(&bucket);
+    falls_back(dir.path(), &snaps, &|info| bucket_dir.join(&info.path));
 }
