@@ -65,6 +65,10 @@ pub struct SnapshotConfig {
     /// A task snapshots each of its stores after every this many commits; 0 (the default)
     /// never does by itself.
     pub every_commits: u64,
+    /// A task snapshots each of its stores at its first commit at least this many
+    /// milliseconds after its last snapshot (or its open); 0 (the default) never does by
+    /// itself. With `every_commits` too, whichever comes first.
+    pub every_ms: u64,
 }
 
 impl std::fmt::Debug for SnapshotConfig {
@@ -88,6 +92,7 @@ impl std::fmt::Debug for SnapshotConfig {
             .field("options", &options)
             .field("keep", &self.keep)
             .field("every_commits", &self.every_commits)
+            .field("every_ms", &self.every_ms)
             .finish()
     }
 }
@@ -99,6 +104,7 @@ impl Default for SnapshotConfig {
             options: BTreeMap::new(),
             keep: DEFAULT_SNAPSHOTS_KEPT,
             every_commits: 0,
+            every_ms: 0,
         }
     }
 }
@@ -146,6 +152,7 @@ pub struct SnapshotStore {
     url: String,
     keep: usize,
     every_commits: u64,
+    every_ms: u64,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -183,6 +190,7 @@ impl SnapshotStore {
             url: config.url.clone(),
             keep: config.keep,
             every_commits: config.every_commits,
+            every_ms: config.every_ms,
             runtime,
         })
     }
@@ -200,6 +208,11 @@ impl SnapshotStore {
     /// Commits between two snapshots a logged store takes by itself; 0 for never.
     pub fn every_commits(&self) -> u64 {
         self.every_commits
+    }
+
+    /// Milliseconds between two snapshots a logged store takes by itself; 0 for never.
+    pub fn every_ms(&self) -> u64 {
+        self.every_ms
     }
 
     /// Runs a request to completion; on a thread of its own when the caller is inside another

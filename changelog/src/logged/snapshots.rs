@@ -23,6 +23,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use store_api::{Error, KeyValueStore, Result};
 
@@ -38,6 +41,8 @@ pub(super) struct Snapshots {
     store: Option<Arc<SnapshotStore>>,
     loaded: Option<SnapshotInfo>,
     commits: AtomicU64,
+    /// When the last snapshot was taken, or the store opened.
+    last: Mutex<Instant>,
 }
 
 impl Snapshots {
@@ -46,6 +51,7 @@ impl Snapshots {
             store,
             loaded,
             commits: AtomicU64::new(0),
+            last: Mutex::new(Instant::now()),
         }
     }
 }
@@ -236,25 +242,28 @@ impl LoggedStore {
             (offset, epoch, body)
         };
         self.snapshots.commits.store(0, Ordering::Relaxed);
+        *self.snapshots.last.lock() = Instant::now();
         snapshot_store
             .upload(topic, partition, offset, epoch, body)
             .map(Some)
     }
 
-    /// After a commit: a snapshot when `every_commits` commits were made since the last one.
-    /// A failed snapshot is logged, not returned: the commit holds.
+    /// After a commit: a snapshot when `every_commits` commits were made, or `every_ms`
+    /// milliseconds passed, since the last one. A failed snapshot is logged, not returned: the
+    /// commit holds.
     pub(super) fn snapshot_if_due(&self) -> Result<()> {
-        let Some(every) = self
-            .snapshots
-            .store
-            .as_ref()
-            .map(|store| store.every_commits())
-            .filter(|&every| every > 0)
-        else {
+        let Some(snapshot_store) = self.snapshots.store.as_ref() else {
             return Ok(());
         };
+        let (every, every_ms) = (snapshot_store.every_commits(), snapshot_store.every_ms());
+        if every == 0 && every_ms == 0 {
+            return Ok(());
+        }
         let commits = self.snapshots.commits.fetch_add(1, Ordering::Relaxed) + 1;
-        if commits < every {
+        let by_count = every > 0 && commits >= every;
+        let by_time =
+            every_ms > 0 && self.snapshots.last.lock().elapsed() >= Duration::from_millis(every_ms);
+        if !by_count && !by_time {
             return Ok(());
         }
         if let Err(err) = self.snapshot() {

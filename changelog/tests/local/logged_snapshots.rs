@@ -21,12 +21,21 @@ fn config() -> LoggedStoreConfig {
 }
 
 fn snapshots(dir: &Path, keep: usize, every_commits: u64) -> Arc<SnapshotStore> {
-    Arc::new(
-        SnapshotStore::open(&SnapshotConfig {
-            url: format!("file://{}", dir.display()),
+    snapshots_with(
+        dir,
+        SnapshotConfig {
             keep,
             every_commits,
             ..SnapshotConfig::default()
+        },
+    )
+}
+
+fn snapshots_with(dir: &Path, config: SnapshotConfig) -> Arc<SnapshotStore> {
+    Arc::new(
+        SnapshotStore::open(&SnapshotConfig {
+            url: format!("file://{}", dir.display()),
+            ..config
         })
         .expect("snapshot store"),
     )
@@ -229,6 +238,45 @@ fn periodic_snapshots_keep_the_last_n() {
         .map(|s| s.offset)
         .collect();
     assert_eq!(offsets, vec![9 * 101 - 1, 6 * 101 - 1]);
+}
+
+#[test]
+fn periodic_snapshots_by_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let snaps = snapshots_with(
+        &dir.path().join("snapshots"),
+        SnapshotConfig {
+            keep: 10,
+            every_ms: 3_600_000,
+            ..SnapshotConfig::default()
+        },
+    );
+    let (store, _) = open_fresh(&dir.path().join("a"), log.clone(), &snaps);
+    write_commits(&store, 0, 3);
+    assert!(
+        snaps.list(TOPIC, 0).expect("list").is_empty(),
+        "an hour not passed"
+    );
+    drop(store);
+    let every_ms = snapshots_with(
+        &dir.path().join("snapshots"),
+        SnapshotConfig {
+            keep: 10,
+            every_ms: 1,
+            ..SnapshotConfig::default()
+        },
+    );
+    let (store, _) = open_fresh(&dir.path().join("b"), log.clone(), &every_ms);
+    for commit in 3..6 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        write_commits(&store, commit, 1);
+    }
+    assert_eq!(
+        every_ms.list(TOPIC, 0).expect("list").len(),
+        3,
+        "one per commit"
+    );
 }
 
 #[test]
