@@ -16,6 +16,7 @@ mod logged;
 mod memory;
 mod record;
 mod restore;
+mod snapshot;
 mod state_dir;
 
 pub use checkpoint::{
@@ -42,6 +43,10 @@ pub use record::{
 pub use restore::{
     DEFAULT_RESTORE_BATCH_RECORDS, NoopRestoreListener, RestoreListener, RestoreOutcome, restore,
     stored_epoch,
+};
+pub use snapshot::{
+    DEFAULT_SNAPSHOTS_KEPT, Snapshot, SnapshotConfig, SnapshotInfo, SnapshotStore,
+    export as export_snapshot,
 };
 pub use state_dir::{
     LOCK_FILE, StateDirectory, TaskDirectory, TaskId, create_private_dir, validate_name,

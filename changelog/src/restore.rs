@@ -343,7 +343,7 @@ fn read_ahead(
     }
 }
 
-fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
+pub(crate) fn is_empty(store: &dyn KeyValueStore) -> Result<bool> {
     let mut empty = true;
     store.scan(Bound::Unbounded, Bound::Unbounded, false, &mut |_, _| {
         empty = false;

@@ -327,3 +327,190 @@ fn a_commit_prepared_in_an_aborted_transaction_is_never_restored() {
     assert_eq!(copy.store.get(b"kept").expect("get"), Some(b"2".to_vec()));
     assert_eq!(copy.store.get(b"aborted").expect("get"), None);
 }
+
+/// As `Machine::open`, the store fenced (as a task's is) and with snapshots in `snapshots`.
+fn open_snapshotted(
+    root: &Path,
+    kafka: &KafkaConfig,
+    snapshots: &Arc<statestore_changelog::SnapshotStore>,
+) -> (Machine, Counting) {
+    let state = StateDirectory::open(root, &kafka.application_id).expect("state dir");
+    let task = state.task(TaskId::new(0, 0)).expect("task dir");
+    let rocksdb = statestore::factory("rocksdb").expect("the rocksdb backend is compiled in");
+    let inner = task
+        .open_store(rocksdb, &kafka.store_name, &serde_json::Value::Null)
+        .expect("rocksdb store");
+    let log = KafkaLog::open(kafka.clone(), 0).expect("kafka log");
+    let mut restore = Counting::default();
+    let store = LoggedStore::open_with_snapshots(
+        inner,
+        Arc::new(log),
+        Arc::clone(task.checkpoint()),
+        LoggedStoreConfig::default(),
+        Arc::clone(snapshots),
+        &mut restore,
+    )
+    .expect("logged store");
+    store.fence().expect("fence");
+    let machine = Machine {
+        store,
+        task,
+        _state: state,
+    };
+    (machine, restore)
+}
+
+#[test]
+fn a_new_machine_loads_a_snapshot_then_replays_only_the_tail() {
+    let Some(bootstrap) = kafka_support::bootstrap("a_new_machine_loads_a_snapshot") else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "counts");
+    let (here, there, objects) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let snapshots = Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", objects.path().display()),
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .unwrap(),
+    );
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model = Model::new();
+
+    let (original, _) = open_snapshotted(here.path(), &kafka, &snapshots);
+    write_and_commit(&original.store, &mut model, &mut rng, 10);
+    let taken = original.store.snapshot().unwrap().expect("committed");
+    assert_eq!(taken.epoch, 1, "the fence's epoch");
+    let tail_commits = 3;
+    write_and_commit(&original.store, &mut model, &mut rng, tail_commits);
+    let end = original.store.changelog().end_offset().unwrap();
+    drop(original);
+
+    let (copy, restore) = open_snapshotted(there.path(), &kafka, &snapshots);
+    assert_eq!(copy.store.bootstrapped_from(), Some(&taken));
+    assert_eq!(user_keys(copy.store.inner().as_ref()), model);
+    // The tail: every offset after the snapshot's marker, less one marker per commit.
+    let tail = end - (taken.offset + 1) - tail_commits as u64;
+    assert_eq!(copy.store.restored().records, tail);
+    assert_eq!(restore.records, tail);
+    assert!(!copy.store.restored().wiped);
+    // The copy fenced above the snapshot's epoch, and goes on committing.
+    assert_eq!(copy.store.writer_epoch(), Some(2));
+    write_and_commit(&copy.store, &mut model, &mut rng, 1);
+    assert_eq!(user_keys(copy.store.inner().as_ref()), model);
+}
+
+/// The store's pairs without the fence's [`EPOCH_KEY`], which the model does not hold.
+fn user_keys(store: &dyn KeyValueStore) -> Model {
+    let mut pairs = scan(store);
+    pairs.remove(statestore_changelog::EPOCH_KEY);
+    pairs
+}
+
+/// The figure of `docs/durability.md` ("Snapshots"): a store of `STATESTORE_SNAPSHOT_KEYS`
+/// keys (default 1 000 000; 100-byte values) on a new machine, ready from a snapshot and an
+/// empty tail vs. a replay of the whole changelog, in one run. Run with
+/// `cargo test -p statestore-changelog --test kafka_restore snapshot_bootstrap_figure -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run it by hand with --ignored"]
+fn snapshot_bootstrap_figure() {
+    let Some(bootstrap) = kafka_support::bootstrap("snapshot_bootstrap_figure") else {
+        return;
+    };
+    let keys: u64 = std::env::var("STATESTORE_SNAPSHOT_KEYS")
+        .ok()
+        .and_then(|keys| keys.parse().ok())
+        .unwrap_or(1_000_000);
+    let kafka = kafka_support::config(&bootstrap, "figure");
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let snapshots = Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", dirs[3].path().display()),
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .unwrap(),
+    );
+    let (original, _) = open_snapshotted(dirs[0].path(), &kafka, &snapshots);
+    let started = Instant::now();
+    let value = [7u8; 100];
+    for i in 0..keys {
+        original
+            .store
+            .put(format!("key{i:012}").as_bytes(), &value)
+            .unwrap();
+        if i % 50_000 == 49_999 {
+            original.store.commit().unwrap();
+        }
+    }
+    original.store.commit().unwrap();
+    let written = started.elapsed();
+    let started = Instant::now();
+    let taken = original.store.snapshot().unwrap().expect("committed");
+    let snapshot_took = started.elapsed();
+    drop(original);
+    let bytes = std::fs::metadata(Path::new("/").join(&taken.path))
+        .unwrap()
+        .len();
+
+    let started = Instant::now();
+    let (from_snapshot, restore) = open_snapshotted(dirs[1].path(), &kafka, &snapshots);
+    let snapshot_ready = started.elapsed();
+    assert_eq!(from_snapshot.store.bootstrapped_from(), Some(&taken));
+    assert_eq!(restore.records, 0, "an empty tail");
+
+    // The snapshot's share of that: read and verified, then bulk-loaded into another store.
+    let started = Instant::now();
+    let snapshot = snapshots.read(&taken).unwrap().expect("present");
+    let read_took = started.elapsed();
+    let started = Instant::now();
+    let scratch = tempfile::tempdir().unwrap();
+    let rocksdb = statestore::open("rocksdb", scratch.path(), &serde_json::Value::Null).unwrap();
+    snapshot.load_into(rocksdb.as_ref()).unwrap();
+    rocksdb.flush().unwrap();
+    let load_took = started.elapsed();
+    drop(rocksdb);
+    let none = tempfile::tempdir().unwrap();
+    let no_snapshots = Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", none.path().display()),
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .unwrap(),
+    );
+    let started = Instant::now();
+    let (replayed, _) = open_snapshotted(dirs[2].path(), &kafka, &no_snapshots);
+    let replay_ready = started.elapsed();
+    // Every key and the epoch keys of the two fences before it.
+    assert_eq!(replayed.store.restored().records, keys + 2);
+    let count = |machine: &Machine| {
+        machine
+            .store
+            .inner()
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .count()
+    };
+    // The fence's epoch key besides the user's.
+    assert_eq!(count(&from_snapshot), keys as usize + 1);
+    assert_eq!(count(&replayed), keys as usize + 1);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "snapshot figure: {keys} keys; written and committed to Kafka in {:.1}s; snapshot of \
+         {:.1} MiB taken in {:.2}s; ready from the snapshot (RocksDB bulk load) + empty tail \
+         in {:.2}s (of which the snapshot's read and check {:.2}s, its load {:.2}s); full \
+         changelog replay (RocksDB bulk load) in {:.2}s: {:.1}x; load average {}",
+        written.as_secs_f64(),
+        bytes as f64 / f64::from(1 << 20),
+        snapshot_took.as_secs_f64(),
+        snapshot_ready.as_secs_f64(),
+        read_took.as_secs_f64(),
+        load_took.as_secs_f64(),
+        replay_ready.as_secs_f64(),
+        replay_ready.as_secs_f64() / snapshot_ready.as_secs_f64(),
+        load.trim()
+    );
+}

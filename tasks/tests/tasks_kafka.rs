@@ -1196,3 +1196,56 @@ fn stream_threads_process_tasks_at_once_each_in_order_with_its_own_processor() {
     assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
     assert_stores_equal_changelog(&bootstrap, &app, dir_a.path(), &[0, 1, 2, 3]);
 }
+
+#[test]
+fn a_task_on_a_new_machine_starts_from_its_snapshot() {
+    let Some(bootstrap) = bootstrap("a_task_on_a_new_machine_starts_from_its_snapshot") else {
+        return;
+    };
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-snap");
+    let objects = tempfile::tempdir().expect("dir");
+    let snapshotted = |dir: &Path| TasksConfig {
+        snapshots: Some(statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", objects.path().display()),
+            every_commits: 1,
+            ..statestore_changelog::SnapshotConfig::default()
+        }),
+        ..config(&bootstrap, &app, &input, dir)
+    };
+    let run_until = |dir: &Path, total: u64| {
+        let inst = Instance::start(snapshotted(dir));
+        inst.wait_processed(total);
+        inst.stop()
+    };
+    // A snapshots every store at every commit, its last one at its close.
+    run_until(dir_a.path(), n);
+    let after_a = end_offsets(&bootstrap, &app);
+
+    // B, on another machine, loads the snapshots and replays nothing.
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    let b_events = run_until(dir_b.path(), n);
+    let mut seen = 0;
+    for event in &b_events {
+        if let TaskEventKind::Assigned { restored, .. } = &event.kind {
+            let p = event.task.partition as usize;
+            let outcome = restored[0].1;
+            assert!(!outcome.wiped, "{event:?}");
+            assert_eq!(outcome.from, after_a[p], "{event:?}");
+            assert_eq!(outcome.records, 0, "{event:?}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 4);
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+    assert_stores_equal_changelog(&bootstrap, &app, dir_b.path(), &[0, 1, 2, 3]);
+}

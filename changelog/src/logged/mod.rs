@@ -3,6 +3,7 @@
 mod buffer;
 mod kv;
 mod merge;
+mod snapshots;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -191,6 +192,8 @@ pub struct LoggedStore {
     /// A commit appended in a transaction by [`prepare_commit`](LoggedStore::prepare_commit),
     /// not yet applied to the store.
     prepared: Mutex<Option<Prepared>>,
+    /// Where [`snapshot`](LoggedStore::snapshot) writes, and what the open loaded.
+    snapshots: snapshots::Snapshots,
 }
 
 /// The writes of a commit appended inside a transaction, and the offsets they got.
@@ -292,7 +295,27 @@ impl LoggedStore {
         config: LoggedStoreConfig,
         listener: &mut dyn RestoreListener,
     ) -> Result<LoggedStore> {
+        Self::open_inner(store, log, checkpoint, config, None, listener)
+    }
+
+    /// The open of every constructor: with `snapshots`, a store that has no usable local
+    /// checkpoint is first loaded from the newest usable snapshot (see
+    /// [`open_with_snapshots`](LoggedStore::open_with_snapshots)).
+    fn open_inner(
+        store: Arc<dyn KeyValueStore>,
+        log: Arc<dyn Changelog>,
+        checkpoint: Arc<Checkpoint>,
+        config: LoggedStoreConfig,
+        snapshot_store: Option<Arc<crate::SnapshotStore>>,
+        listener: &mut dyn RestoreListener,
+    ) -> Result<LoggedStore> {
         let batch = config.restore_batch_records;
+        let loaded = match &snapshot_store {
+            Some(snapshot_store) => {
+                snapshots::bootstrap(store.as_ref(), log.as_ref(), &checkpoint, snapshot_store)?
+            }
+            None => None,
+        };
         let mut logged = LoggedStore {
             store,
             log,
@@ -307,6 +330,7 @@ impl LoggedStore {
             fenced_keys: Mutex::new(BTreeSet::new()),
             unflushed: Mutex::new(0),
             prepared: Mutex::new(None),
+            snapshots: snapshots::Snapshots::new(snapshot_store, loaded),
         };
         // A writer that committed while this store restored (a previous owner not yet aware
         // that it lost the partition) is caught up with by restoring again.
@@ -429,7 +453,9 @@ impl LoggedStore {
         if let Err(err) = &result {
             tracing::warn!(topic = self.log.topic(), error = %err, "commit failed; writes kept");
         }
-        result
+        drop(_one_at_a_time);
+        result?;
+        self.snapshot_if_due()
     }
 
     /// The first half of a commit whose records go in a transaction (see
@@ -493,7 +519,9 @@ impl LoggedStore {
         drop(frozen);
         self.buffer.write().finish_commit(result.is_ok());
         self.commit_failed.store(result.is_err(), Ordering::Release);
-        result
+        drop(_one_at_a_time);
+        result?;
+        self.snapshot_if_due()
     }
 
     /// Writes the prepared `ops`, committed at `offsets`, to the store, as `persist` does

@@ -18,3 +18,4 @@ mod logged_model;
 mod logged_rates;
 mod logged_reads;
 mod logged_restore;
+mod logged_snapshots;

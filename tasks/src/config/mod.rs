@@ -136,6 +136,11 @@ pub struct TasksConfig {
     /// store and task. At most the brokers' `transaction.max.timeout.ms` (15 minutes by
     /// default). Default 10 000 (Kafka Streams' under exactly-once).
     pub transaction_timeout_ms: u64,
+    /// Snapshots of the tasks' logged stores in an object store (`docs/durability.md`,
+    /// "Snapshots"): a task whose store has no local checkpoint loads the newest usable one
+    /// and replays only the changelog after it; with `every_commits`, each store snapshots
+    /// itself. `None` (the default): no snapshots.
+    pub snapshots: Option<statestore_changelog::SnapshotConfig>,
 }
 
 impl std::fmt::Debug for TasksConfig {
@@ -171,6 +176,7 @@ impl std::fmt::Debug for TasksConfig {
             .field("max_poll_records", &self.max_poll_records)
             .field("processing_guarantee", &self.processing_guarantee)
             .field("transaction_timeout_ms", &self.transaction_timeout_ms)
+            .field("snapshots", &self.snapshots)
             .finish()
     }
 }
@@ -226,6 +232,7 @@ impl Default for TasksConfig {
             max_poll_records: 1000,
             processing_guarantee: ProcessingGuarantee::AtLeastOnce,
             transaction_timeout_ms: 10_000,
+            snapshots: None,
         }
     }
 }

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use statestore_changelog::{
     CommitPolicy, KafkaClients, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome,
-    StateDirectory, TaskDirectory, TaskId,
+    SnapshotStore, StateDirectory, TaskDirectory, TaskId,
 };
 use store_api::{Error, KeyValueStore, Result};
 
@@ -502,8 +502,19 @@ fn open_slot(
             commit_policy: CommitPolicy::Explicit,
             ..spec.logged.clone()
         };
-        let store =
-            LoggedStore::open_with_listener(inner, Arc::new(log), checkpoint, logged, listener)?;
+        let store = match &config.snapshots {
+            Some(snapshots) => LoggedStore::open_with_snapshots(
+                inner,
+                Arc::new(log),
+                checkpoint,
+                logged,
+                Arc::new(SnapshotStore::open(snapshots)?),
+                listener,
+            )?,
+            None => {
+                LoggedStore::open_with_listener(inner, Arc::new(log), checkpoint, logged, listener)?
+            }
+        };
         // From here on nothing a previous owner of the task appends counts.
         store.fence()?;
         let (position, stream_time) = read_position(&store, topics)?;
