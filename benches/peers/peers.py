@@ -227,8 +227,9 @@ class Harness:
     # --- the applications ----------------------------------------------------------------
 
     def start(self, system: str, topic: str, app: str, state: Path, guarantee="at_least_once",
-              threads=1, standbys=0, static: str | None = None) -> Instance:
-        """One instance of `system`: statestore, kafka-streams, quix or bare."""
+              threads=1, standbys=0, static: str | None = None, sets=()) -> Instance:
+        """One instance of `system`: statestore, kafka-streams, quix or bare (`sets`: its
+        `--set NAME=VALUE` options)."""
         a = self.args
         common = ["--bootstrap", a.bootstrap, "--topic", topic, "--application-id", app,
                   "--state-dir", str(state), "--stop-on-stdin-eof",
@@ -250,8 +251,8 @@ class Harness:
                                 "first record at", a.broker_pid, stop_with_sigterm=True)
         elif system == "bare":
             instance = Instance([a.bare_consumer, "--bootstrap", a.bootstrap, "--topic", topic,
-                                 "--stop-on-stdin-eof"], "first record at", a.broker_pid,
-                                done_marker="done ")
+                                 "--stop-on-stdin-eof", *sets], "first record at",
+                                a.broker_pid, done_marker="done ")
         else:
             raise SystemExit(f"unknown system {system}")
         self.instances.append(instance)
@@ -275,7 +276,7 @@ class Harness:
         state = self.work / app
         records = kafka.records(topic)
         progress(f"{name}: processing {records:,} records")
-        opts = {k: variant[k] for k in ("guarantee", "threads") if k in variant}
+        opts = {k: variant[k] for k in ("guarantee", "threads", "sets") if k in variant}
         static = f"{app}-1" if system in ("statestore", "kafka-streams") else None
         instance = self.start(system, topic, app, state, static=static, **opts)
         first = instance.wait_first(300)
@@ -412,7 +413,12 @@ def variants(args) -> list[dict]:
             out.append({"system": "quix", "key": "quix",
                         "name": "Quix Streams ALOS, 1 thread"})
         elif system == "bare":
+            # librdkafka's defaults, whose fetch.queue.backoff.ms (1 s) pauses the fetches of a
+            # consumer that drains 100 000 queued records faster than that, and 10 ms.
             out.append({"system": "bare", "key": "bare", "name": "bare librdkafka consumer"})
+            out.append({"system": "bare", "key": "bare-backoff10",
+                        "sets": ["--set", "fetch.queue.backoff.ms=10"],
+                        "name": "bare consumer, fetch.queue.backoff.ms=10"})
     return out
 
 

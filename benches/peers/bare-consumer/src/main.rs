@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! peers-bare-consumer --bootstrap 127.0.0.1:19092 --topic words [--stop-on-stdin-eof]
+//!     [--set fetch.queue.backoff.ms=0 ...]
 //! ```
 //!
 //! On stderr: `first record at <unix ms> ms` at the first record, then, at the end of the
@@ -32,6 +33,15 @@ struct Args {
     /// After the end of the topic, wait for stdin to end before exiting.
     #[arg(long)]
     stop_on_stdin_eof: bool,
+    /// A librdkafka consumer property set over its default, as `NAME=VALUE` (repeatable).
+    #[arg(long = "set", value_parser = parse_property)]
+    properties: Vec<(String, String)>,
+}
+
+/// `NAME=VALUE` of `--set`.
+fn parse_property(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text.split_once('=').ok_or("expected NAME=VALUE")?;
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 fn main() -> ExitCode {
@@ -51,11 +61,15 @@ fn main() -> ExitCode {
 }
 
 fn consume(args: &Args) -> Result<(), KafkaError> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", &args.bootstrap)
         .set("group.id", "peers-bare-consumer")
-        .set("enable.auto.commit", "false")
-        .create()?;
+        .set("enable.auto.commit", "false");
+    for (name, value) in &args.properties {
+        config.set(name, value);
+    }
+    let consumer: BaseConsumer = config.create()?;
     let timeout = Duration::from_secs(30);
     let metadata = consumer.fetch_metadata(Some(&args.topic), timeout)?;
     let mut assignment = TopicPartitionList::new();
