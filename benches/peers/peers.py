@@ -1,17 +1,33 @@
-"""Side by side: examples/partitioned-wordcount (statestore, two stores, two changelogs) and
-the same count in Quix Streams (one RocksDB store, one changelog), on the same broker, the same
-input topic and librdkafka's default consumer settings, one instance each. Run by run.sh.
+"""Side by side on one broker and one input topic, one instance at a time:
+examples/partitioned-wordcount (statestore), the same application in Kafka Streams
+(kafka-streams/, Processor API, the same two RocksDB stores logged to changelog topics), the same
+count in Quix Streams (one store), and a bare librdkafka consumer that reads the topic and does
+nothing (bare-consumer/: the limit of any consumer-based application). Run by run.sh.
 
-For each, from one run: records/s from its first record to its group offsets reaching the end
-of the input; its CPU and the broker's CPU per record over that span; restart-to-first-record
-(stopped cleanly, started again on its state, new records waiting); and a restore from empty
-(state directory wiped), whose rate is the changelog records over the extra time it took
-beyond the plain restart. Writes results.json, results.md and results.png to --out.
+Parts (--parts):
+  throughput  each variant (application x processing guarantee x processing threads) reads the
+              input from the start under a fresh application id: records/s from its first
+              record to its group's committed offsets reaching the end of the input (the bare
+              consumer: to its last record), and its CPU, the broker's CPU and its peak RSS
+  restart     then, on its kept state with new records waiting: start to first record after a
+              clean stop, and after a kill -9 (a static member, so that the group does not
+              wait for the killed member's session to end)
+  restore     statestore and Kafka Streams (one static member) count --keys distinct keys,
+              stop; start on the kept state (R), then on an emptied state directory (E), each
+              time to the first record of every task; restore rate = changelog records / (E - R)
+  failover    statestore and Kafka Streams, two instances (session timeout 10 s) share
+              --failover-keys keys; one is killed with kill -9: time from the kill to the
+              survivor's first record on the last of the victim's tasks, with 0 and 1 standby
+              replicas (the approach of examples/partitioned-wordcount/figures.sh)
+
+Writes results.json, results.md and a chart (results.png, results.svg) to --out, and progress
+lines to stderr.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,12 +40,26 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 TICKS = os.sysconf("SC_CLK_TCK")
+STARTED = time.time()
+GUARANTEE_SHORT = {"at_least_once": "ALOS", "exactly_once_v2": "EOS-v2"}
+
+
+def progress(text: str) -> None:
+    elapsed = int(time.time() - STARTED)
+    print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {text}", file=sys.stderr, flush=True)
 
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU of process `pid` so far (its threads included)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def now_ms() -> int:
@@ -40,129 +70,383 @@ class Kafka:
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.consumers: dict[str, Consumer] = {}
+        self.known: dict[str, list[int]] = {}
 
     def consumer(self, group: str) -> Consumer:
-        return Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
+        """One consumer per group, kept: a new client per check would cost the broker more."""
+        if group not in self.consumers:
+            self.consumers[group] = Consumer({"bootstrap.servers": self.bootstrap,
+                                              "group.id": group, "enable.auto.commit": False})
+        return self.consumers[group]
 
     def partitions(self, topic: str) -> list[int]:
-        meta = self.admin.list_topics(topic, timeout=10)
-        return sorted(meta.topics[topic].partitions)
+        if topic not in self.known:
+            meta = self.admin.list_topics(topic, timeout=10)
+            self.known[topic] = sorted(meta.topics[topic].partitions)
+        return self.known[topic]
 
     def offsets(self, topic: str) -> list[tuple[int, int]]:
         """(low, high) watermarks of every partition."""
         consumer = self.consumer("peers-watermarks")
-        try:
-            return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                    for p in self.partitions(topic)]
-        finally:
-            consumer.close()
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+                for p in self.partitions(topic)]
+
+    def records(self, topic: str) -> int:
+        return sum(high - low for low, high in self.offsets(topic))
 
     def lag(self, group: str, topic: str) -> int:
         """Records of `topic` past `group`'s committed offsets."""
         consumer = self.consumer(group)
-        try:
-            parts = [TopicPartition(topic, p) for p in self.partitions(topic)]
-            committed = consumer.committed(parts, timeout=10)
-            ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts]
-            return sum(end - max(c.offset, 0) for c, end in zip(committed, ends))
-        finally:
+        parts = [TopicPartition(topic, p) for p in self.partitions(topic)]
+        committed = consumer.committed(parts, timeout=10)
+        ends = [consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in parts]
+        return sum(end - max(c.offset, 0) for c, end in zip(committed, ends))
+
+    def changelog_records(self, application: str) -> int:
+        """Records in the changelog topics of `application` (`<application>-<store>-changelog`)."""
+        names = [t for t in self.admin.list_topics(timeout=10).topics
+                 if t.startswith(application + "-") and t.endswith("-changelog")]
+        return sum(self.records(name) for name in names)
+
+    def close(self) -> None:
+        for consumer in self.consumers.values():
             consumer.close()
 
-    def changelog_records(self, prefix: str) -> int:
-        """Records in every topic whose name starts with `prefix` or contains it."""
-        names = [t for t in self.admin.list_topics(timeout=10).topics if prefix in t]
-        return sum(high - low for name in names for low, high in self.offsets(name))
+
+FIRST_OF_TASK = re.compile(r"^first record of (\S+) at (\d+) ms")
+PROCESSED = re.compile(r"^processed (\d+) tasks \[(.*?)\] standby \[(.*?)\]")
+
+
+def task_names(listed: str) -> set[str]:
+    """Task ids from a `processed` line: `0_1, 0_2` (Kafka Streams) or statestore's
+    `TaskId { subtopology: 0, partition: 1 }, ...`."""
+    debug = re.findall(r"subtopology: (\d+), partition: (\d+)", listed)
+    if debug:
+        return {f"{s}_{p}" for s, p in debug}
+    return set(re.findall(r"\d+_\d+", listed))
 
 
 class Instance:
-    """One process of an application, with its stderr watched for its first record."""
+    """One process of an application, its stderr watched: its first record (sampled: time,
+    its CPU, the broker's CPU), the first record of each task, its last `processed` line, and
+    for the bare consumer its `done` line (sampled too)."""
 
     def __init__(self, command: list[str], first_marker: str, broker_pid: int | None,
-                 stop_with_sigterm: bool):
+                 stop_with_sigterm: bool = False, done_marker: str | None = None):
         self.stop_with_sigterm = stop_with_sigterm
+        self.broker_pid = broker_pid
         self.started = now_ms()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
         self.first: dict | None = None
+        self.done: dict | None = None
         self.log: list[str] = []
-        self.broker_pid = broker_pid
-        marker = first_marker
+        self.tasks_first: list[tuple[int, str, int]] = []
+        self.active: set[str] = set()
+        self.standby: set[str] = set()
 
         def watch():
             for line in self.process.stderr:
-                self.log.append(line.rstrip())
-                if self.first is None and marker in line:
+                line = line.rstrip()
+                self.log.append(line)
+                if self.first is None and first_marker in line:
                     self.first = self.sample()
+                if done_marker and self.done is None and line.startswith(done_marker):
+                    self.done = self.sample()
+                if match := FIRST_OF_TASK.match(line):
+                    self.tasks_first.append((len(self.log), match[1], int(match[2])))
+                elif match := PROCESSED.match(line):
+                    self.active, self.standby = task_names(match[2]), task_names(match[3])
 
         threading.Thread(target=watch, daemon=True).start()
 
     def sample(self) -> dict:
         return {"ms": now_ms(), "cpu": cpu_seconds(self.process.pid),
+                "rss_mib": peak_rss_mib(self.process.pid),
                 "broker_cpu": cpu_seconds(self.broker_pid) if self.broker_pid else None}
 
-    def wait_first(self, timeout: float) -> dict:
+    def check(self, what: str) -> None:
+        if self.process.poll() is not None:
+            raise SystemExit(f"exited while {what}:\n" + "\n".join(self.log[-20:]))
+
+    def wait(self, what: str, done, timeout: float, every: float = 0.02):
+        """Polls `done()` every `every` seconds until it returns something true."""
         deadline = time.time() + timeout
-        while self.first is None:
-            if self.process.poll() is not None or time.time() > deadline:
-                raise SystemExit("no first record:\n" + "\n".join(self.log[-20:]))
-            time.sleep(0.01)
-        return self.first
+        while True:
+            value = done()
+            if value:
+                return value
+            self.check(what)
+            if time.time() > deadline:
+                raise SystemExit(f"timed out {what}:\n" + "\n".join(self.log[-20:]))
+            time.sleep(every)
+
+    def wait_first(self, timeout: float) -> dict:
+        return self.wait("waiting for its first record", lambda: self.first, timeout)
+
+    def wait_tasks_first(self, tasks: set[str], after_line: int, timeout: float) -> int:
+        """The time of the last of `tasks` to process its first record after log line
+        `after_line`."""
+        def last():
+            seen = {task: at for line, task, at in self.tasks_first if line > after_line}
+            return max(seen[t] for t in tasks) if tasks <= seen.keys() else None
+        return self.wait(f"waiting for the first record of {sorted(tasks)}", last, timeout)
 
     def stop(self) -> None:
-        """Stops cleanly: SIGTERM for Quix, stdin closed for statestore (`--stop-on-stdin-eof`)."""
-        if self.stop_with_sigterm:
-            self.process.send_signal(signal.SIGTERM)
+        """Stops cleanly: SIGTERM for Quix, stdin closed for the others."""
+        if self.process.poll() is None:
+            if self.stop_with_sigterm:
+                self.process.send_signal(signal.SIGTERM)
+            else:
+                self.process.stdin.close()
+        self.process.wait(timeout=180)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.kafka = Kafka(args.bootstrap)
+        self.run = f"{os.getpid()}-{int(time.time())}"
+        self.work = Path(args.out) / "state"
+        self.instances: list[Instance] = []
+
+    # --- input ---------------------------------------------------------------------------
+
+    def produce(self, topic: str, start: int, end: int, distinct_keys: bool = False) -> None:
+        subprocess.run([self.args.wordcount, "produce", "--bootstrap", self.args.bootstrap,
+                        "--topic", topic, "--from", str(start), "--lines", str(end)]
+                       + (["--distinct-keys"] if distinct_keys else []),
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    # --- the applications ----------------------------------------------------------------
+
+    def start(self, system: str, topic: str, app: str, state: Path, guarantee="at_least_once",
+              threads=1, standbys=0, static: str | None = None, sets=()) -> Instance:
+        """One instance of `system`: statestore, kafka-streams, quix or bare (`sets`: its
+        `--set NAME=VALUE` options)."""
+        a = self.args
+        common = ["--bootstrap", a.bootstrap, "--topic", topic, "--application-id", app,
+                  "--state-dir", str(state), "--stop-on-stdin-eof",
+                  "--processing-guarantee", guarantee, "--threads", str(threads),
+                  "--num-standby-replicas", str(standbys),
+                  "--session-timeout-ms", str(a.session_timeout_ms), "--commit-interval-ms", "1000"]
+        if static:
+            common += ["--group-instance-id", static]
+        if system == "statestore":
+            instance = Instance([a.wordcount, "run"] + common, "first record of", a.broker_pid)
+        elif system == "kafka-streams":
+            instance = Instance([a.java, *a.java_opts.split(), "-cp", a.ks_classpath,
+                                 "statestore.peers.WordCount"] + common,
+                                "first record of", a.broker_pid)
+        elif system == "quix":
+            quix = Path(__file__).with_name("quix_wordcount.py")
+            instance = Instance([sys.executable, str(quix), "--bootstrap", a.bootstrap,
+                                 "--topic", topic, "--group", app, "--state-dir", str(state)],
+                                "first record at", a.broker_pid, stop_with_sigterm=True)
+        elif system == "bare":
+            instance = Instance([a.bare_consumer, "--bootstrap", a.bootstrap, "--topic", topic,
+                                 "--stop-on-stdin-eof", *sets], "first record at",
+                                a.broker_pid, done_marker="done ")
         else:
-            self.process.stdin.close()
-        self.process.wait(timeout=120)
+            raise SystemExit(f"unknown system {system}")
+        self.instances.append(instance)
+        return instance
+
+    def kill_all(self) -> None:
+        for instance in self.instances:
+            if instance.process.poll() is None:
+                instance.kill()
+
+    def app_id(self, name: str) -> str:
+        return f"peers-{name}-{self.run}"
+
+    # --- the parts -----------------------------------------------------------------------
+
+    def throughput(self, variant: dict, topic: str, lines: list[int]) -> dict:
+        """Reads `topic` from the start; then the restarts on the kept state."""
+        a, kafka = self.args, self.kafka
+        system, name = variant["system"], variant["name"]
+        app = self.app_id(variant["key"])
+        state = self.work / app
+        records = kafka.records(topic)
+        progress(f"{name}: processing {records:,} records")
+        opts = {k: variant[k] for k in ("guarantee", "threads", "sets") if k in variant}
+        static = f"{app}-1" if system in ("statestore", "kafka-streams") else None
+        instance = self.start(system, topic, app, state, static=static, **opts)
+        first = instance.wait_first(300)
+        if system == "bare":
+            done = instance.wait("reading to the end", lambda: instance.done, 1800)
+        else:
+            instance.wait("processing the input",
+                          lambda: kafka.lag(app, topic) == 0, 3600, every=0.1)
+            done = instance.sample()
+        instance.stop()
+        seconds = (done["ms"] - first["ms"]) / 1000
+        result = {
+            "records": records,
+            "records_per_s": records / max(seconds, 1e-3),
+            "instance_cpu_us_per_record": (done["cpu"] - first["cpu"]) * 1e6 / records,
+            "broker_cpu_us_per_record": ((done["broker_cpu"] - first["broker_cpu"]) * 1e6 / records
+                                         if a.broker_pid else None),
+            "peak_rss_mib": done["rss_mib"],
+        }
+        progress(f"{name}: {result['records_per_s']:,.0f} records/s, "
+                 f"{result['instance_cpu_us_per_record']:.2f} µs CPU per record, "
+                 f"peak RSS {result['peak_rss_mib']:.0f} MiB")
+        if "restart" in a.parts and system != "bare":
+            extra = max(a.lines // 100, 100)
+
+            def more():
+                self.produce(topic, lines[0], lines[0] + extra)
+                lines[0] += extra
+
+            more()
+            instance = self.start(system, topic, app, state, static=static, **opts)
+            result["restart_s"] = (instance.wait_first(600)["ms"] - instance.started) / 1000
+            if static:
+                # Killed once the restart has committed: its state is kept, its commit is not.
+                time.sleep(2)
+                instance.kill()
+                more()
+                instance = self.start(system, topic, app, state, static=static, **opts)
+                result["restart_after_kill_s"] = \
+                    (instance.wait_first(600)["ms"] - instance.started) / 1000
+            instance.stop()
+            progress(f"{name}: restart to first record {result['restart_s']:.2f} s"
+                     + (f", after kill -9 {result['restart_after_kill_s']:.2f} s"
+                        if "restart_after_kill_s" in result else ""))
+        shutil.rmtree(state, ignore_errors=True)
+        return result
+
+    def restore(self, system: str, topic: str, keys: list[int]) -> dict:
+        """Counts the keys of `topic`, then the restart on the kept state and on an emptied
+        state directory, each to the first record of every task."""
+        kafka = self.kafka
+        app = self.app_id(f"restore-{system}")
+        state = self.work / app
+        tasks = {f"0_{p}" for p in kafka.partitions(topic)}
+        progress(f"restore {system}: counting {kafka.records(topic):,} distinct keys")
+        # A static member: a restart does not wait for the previous member's session to end
+        # (Kafka Streams does not leave the group when it closes).
+        static = f"{app}-1"
+        instance = self.start(system, topic, app, state, static=static)
+        instance.wait("counting the keys", lambda: kafka.lag(app, topic) == 0, 3600, every=0.1)
+        instance.stop()
+
+        def restart() -> float:
+            self.produce(topic, keys[0], keys[0] + 64, distinct_keys=True)
+            keys[0] += 64
+            instance = self.start(system, topic, app, state, static=static)
+            last = instance.wait_tasks_first(tasks, 0, 1800)
+            instance.stop()
+            return (last - instance.started) / 1000
+
+        kept = restart()
+        shutil.rmtree(state)
+        changelog = kafka.changelog_records(app)
+        progress(f"restore {system}: restart on kept state {kept:.2f} s; "
+                 f"restoring {changelog:,} changelog records into an empty state directory")
+        empty = restart()
+        shutil.rmtree(state, ignore_errors=True)
+        restore_s = max(empty - kept, 0.001)
+        result = {"changelog_records": changelog, "restart_kept_s": kept,
+                  "restart_empty_s": empty, "restore_s": restore_s,
+                  "restore_records_per_s": changelog / restore_s}
+        progress(f"restore {system}: {empty:.2f} s to first record on every task, "
+                 f"{result['restore_records_per_s']:,.0f} changelog records/s")
+        return result
+
+    def failover(self, system: str, standbys: int) -> dict:
+        """Two instances share the keys; the victim is killed; time from the kill to the
+        survivor's first record on the last of the victim's tasks."""
+        a, kafka = self.args, self.kafka
+        app = self.app_id(f"failover-{system}-{standbys}")
+        topic = f"{app}-keys"
+        self.produce(topic, 0, 0, distinct_keys=True)
+        progress(f"failover {system}, {standbys} standby: two instances, {a.failover_keys:,} keys")
+        survivor = self.start(system, topic, app, self.work / f"{app}-survivor", standbys=standbys)
+        survivor.wait("joining", lambda: len(survivor.active) == len(kafka.partitions(topic)), 300)
+        victim = self.start(system, topic, app, self.work / f"{app}-victim", standbys=standbys)
+        victim.wait("sharing the tasks", lambda: bool(victim.active and survivor.active
+                                                      and not victim.active & survivor.active),
+                    300)
+        self.produce(topic, 0, a.failover_keys, distinct_keys=True)
+        survivor.wait("counting the keys", lambda: kafka.lag(app, topic) == 0, 3600, every=0.1)
+        tasks = set(victim.active)
+        if standbys:
+            survivor.wait("placing standbys", lambda: tasks <= survivor.standby, 300)
+        # A commit every second, and a standby that catches up every second.
+        time.sleep(3)
+        before = len(survivor.log)
+        killed = now_ms()
+        victim.kill()
+        self.produce(topic, a.failover_keys, a.failover_keys + 64, distinct_keys=True)
+        last = survivor.wait_tasks_first(tasks, before, 900)
+        survivor.stop()
+        for side in ("survivor", "victim"):
+            shutil.rmtree(self.work / f"{app}-{side}", ignore_errors=True)
+        result = {"failover_s": (last - killed) / 1000, "victim_tasks": sorted(tasks)}
+        progress(f"failover {system}, {standbys} standby: {result['failover_s']:.2f} s "
+                 f"(victim's tasks {sorted(tasks)})")
+        return result
 
 
-def measure(name, start, kafka, topic, group, state_dir, changelog_prefix, produce, records,
-            broker_pid, extra):
-    """The figures of one application."""
-    print(f"{name}: processing {records} records", file=sys.stderr)
-    instance = start(state_dir)
-    first = instance.wait_first(120)
-    while kafka.lag(group, topic) > 0:
-        if instance.process.poll() is not None:
-            raise SystemExit(f"{name} exited:\n" + "\n".join(instance.log[-20:]))
-        time.sleep(0.05)
-    done = instance.sample()
-    instance.stop()
-    seconds = (done["ms"] - first["ms"]) / 1000
-    result = {
-        "records_per_s": records / seconds,
-        "instance_cpu_us_per_record": (done["cpu"] - first["cpu"]) * 1e6 / records,
-        "broker_cpu_us_per_record": ((done["broker_cpu"] - first["broker_cpu"]) * 1e6 / records
-                                     if broker_pid else None),
-    }
-    print(f"{name}: restart on its state", file=sys.stderr)
-    produce(extra)
-    instance = start(state_dir)
-    restart = instance.wait_first(300)["ms"] - instance.started
-    instance.stop()
-    result["restart_to_first_record_s"] = restart / 1000
-    print(f"{name}: restore from empty", file=sys.stderr)
-    shutil.rmtree(state_dir)
-    produce(extra)
-    changelog = kafka.changelog_records(changelog_prefix)
-    instance = start(state_dir)
-    restore = instance.wait_first(600)["ms"] - instance.started
-    instance.stop()
-    result["restore_to_first_record_s"] = restore / 1000
-    result["changelog_records"] = changelog
-    extra_s = max(restore - restart, 1) / 1000
-    result["restore_records_per_s"] = changelog / extra_s
-    return result
+def variants(args) -> list[dict]:
+    """The throughput variants selected by --systems, --guarantees and --thread-counts."""
+    out = []
+    for system in args.systems:
+        if system in ("statestore", "kafka-streams"):
+            label = "statestore" if system == "statestore" else "Kafka Streams"
+            for guarantee in args.guarantees:
+                for threads in args.thread_counts:
+                    out.append({"system": system, "guarantee": guarantee, "threads": threads,
+                                "key": f"{system}-{guarantee}-{threads}",
+                                "name": f"{label} {GUARANTEE_SHORT[guarantee]}, {threads} "
+                                        f"thread{'s' if threads > 1 else ''}"})
+        elif system == "quix":
+            out.append({"system": "quix", "key": "quix",
+                        "name": "Quix Streams ALOS, 1 thread"})
+        elif system == "bare":
+            # librdkafka's defaults, whose fetch.queue.backoff.ms (1 s) pauses the fetches of a
+            # consumer that drains 100 000 queued records faster than that, and 10 ms.
+            out.append({"system": "bare", "key": "bare", "name": "bare librdkafka consumer"})
+            out.append({"system": "bare", "key": "bare-backoff10",
+                        "sets": ["--set", "fetch.queue.backoff.ms=10"],
+                        "name": "bare consumer, fetch.queue.backoff.ms=10"})
+    return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
     parser.add_argument("--wordcount", required=True, help="the partitioned-wordcount binary")
-    parser.add_argument("--lines", type=int, default=20000, help="input lines (~10 words each)")
+    parser.add_argument("--bare-consumer", help="the peers-bare-consumer binary")
+    parser.add_argument("--ks-classpath", help="class path of the Kafka Streams word count")
+    parser.add_argument("--java", default="java")
+    parser.add_argument("--java-opts", default="", help="JVM options of Kafka Streams")
+    parser.add_argument("--lines", type=int, default=300000,
+                        help="input lines of 8 words (records) each (default 300000: 2.4M records)")
+    parser.add_argument("--keys", type=int, default=1_000_000,
+                        help="distinct keys of the restore part")
+    parser.add_argument("--failover-keys", type=int,
+                        help="distinct keys of the failover part (default --keys)")
+    parser.add_argument("--systems", default="statestore,kafka-streams,quix,bare",
+                        type=lambda s: s.split(","))
+    parser.add_argument("--guarantees", default="at_least_once,exactly_once_v2",
+                        type=lambda s: s.split(","))
+    parser.add_argument("--thread-counts", default="1,2",
+                        type=lambda s: [int(n) for n in s.split(",")])
+    parser.add_argument("--parts", default="throughput,restart,restore,failover",
+                        type=lambda s: s.split(","))
+    parser.add_argument("--standbys", default="0,1", type=lambda s: [int(n) for n in s.split(",")])
+    parser.add_argument("--session-timeout-ms", type=int, default=10000)
     parser.add_argument("--broker-pid", type=int)
     parser.add_argument("--out", required=True)
     parser.add_argument("--threads-work-us", type=float, default=0,
@@ -171,80 +455,192 @@ def main() -> None:
     parser.add_argument("--threads-only", action="store_true",
                         help="only the threads run (needs --threads-work-us)")
     args = parser.parse_args()
+    args.failover_keys = args.failover_keys or args.keys
+    for guarantee in args.guarantees:
+        if guarantee not in GUARANTEE_SHORT:
+            parser.error(f"unknown guarantee {guarantee}")
+    for part in args.parts:
+        if part not in ("throughput", "restart", "restore", "failover"):
+            parser.error(f"unknown part {part}")
+    if "kafka-streams" in args.systems and not args.ks_classpath:
+        parser.error("kafka-streams needs --ks-classpath")
+    if "bare" in args.systems and not args.bare_consumer:
+        parser.error("bare needs --bare-consumer")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    kafka = Kafka(args.bootstrap)
-    run = f"{os.getpid()}-{int(time.time())}"
-    topic = f"peers-words-{run}"
-    produced = [args.lines]
-
-    def produce(lines: int) -> None:
-        start = produced[0]
-        produced[0] += lines
-        subprocess.run([args.wordcount, "produce", "--bootstrap", args.bootstrap, "--topic", topic,
-                        "--from", str(start), "--lines", str(produced[0])], check=True,
-                        stdout=subprocess.DEVNULL)
-
-    subprocess.run([args.wordcount, "produce", "--bootstrap", args.bootstrap, "--topic", topic,
-                    "--lines", str(args.lines)], check=True, stdout=subprocess.DEVNULL)
-    records = sum(high - low for low, high in kafka.offsets(topic))
-    quix = Path(__file__).with_name("quix_wordcount.py")
-    ss_app, qx_group = f"peers-ss-{run}", f"peers-qx-{run}"
-
-    def start_statestore(state_dir: Path) -> Instance:
-        return Instance([args.wordcount, "run", "--bootstrap", args.bootstrap, "--topic", topic,
-                         "--application-id", ss_app, "--state-dir", str(state_dir),
-                         "--stop-on-stdin-eof"], "first record of", args.broker_pid, False)
-
-    def start_quix(state_dir: Path) -> Instance:
-        return Instance([sys.executable, str(quix), "--bootstrap", args.bootstrap, "--topic", topic,
-                         "--group", qx_group, "--state-dir", str(state_dir)],
-                        "first record at", args.broker_pid, True)
-
-    if args.threads_work_us > 0:
-        # The same number of records with distinct keys: partitions of equal size, where the
-        # words' skew makes one task (processed by one thread at a time) the longest.
-        keyed = f"peers-keys-{run}"
-        subprocess.run([args.wordcount, "produce", "--bootstrap", args.bootstrap, "--topic", keyed,
-                        "--lines", str(records), "--distinct-keys"], check=True,
-                       stdout=subprocess.DEVNULL)
-        scaling = {"words": threads_scaling(args, kafka, topic, records, run),
-                   "distinct_keys": threads_scaling(args, kafka, keyed, records, run + "-keys")}
-        (out / "threads.json").write_text(json.dumps(scaling, indent=2))
-        print(render_threads(scaling))
-        (out / "threads.md").write_text(render_threads(scaling))
-        if args.threads_only:
-            return
-    extra = max(args.lines // 100, 100)
-    results = {"records": records, "lines": args.lines, "date": time.strftime("%Y-%m-%d %H:%M"),
-               "load_average_at_start": os.getloadavg()[0]}
-    work = out / "state"
-    results["statestore"] = measure("statestore", start_statestore, kafka, topic, ss_app,
-                                    work / "statestore", ss_app, produce, records,
-                                    args.broker_pid, extra)
-    # The same topic for Quix, which reads it from the start under its own group: it holds the
-    # records statestore restarted on as well.
-    records = sum(high - low for low, high in kafka.offsets(topic))
-    results["quix"] = measure("quix", start_quix, kafka, topic, qx_group, work / "quix",
-                              qx_group, produce, records, args.broker_pid, extra)
-    shutil.rmtree(work, ignore_errors=True)
+    harness = Harness(args)
+    try:
+        if args.threads_work_us > 0:
+            threads_run(args, harness)
+            if args.threads_only:
+                return
+        results = measure(args, harness)
+    finally:
+        harness.kill_all()
+        harness.kafka.close()
+        shutil.rmtree(harness.work, ignore_errors=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     table = render(results)
     (out / "results.md").write_text(table)
     print(table)
     chart(results, out / "results.png")
+    progress(f"done: {out / 'results.md'}, {out / 'results.png'}, {out / 'results.svg'}")
 
 
-ROWS = [
-    ("records_per_s", "records/s", "{:,.0f}"),
-    ("instance_cpu_us_per_record", "instance CPU per record (µs)", "{:.2f}"),
-    ("broker_cpu_us_per_record", "broker CPU per record (µs)", "{:.2f}"),
-    ("restart_to_first_record_s", "restart to first record (s)", "{:.2f}"),
-    ("restore_to_first_record_s", "restore from empty to first record (s)", "{:.2f}"),
-    ("changelog_records", "changelog records restored", "{:,}"),
-    ("restore_records_per_s", "restore rate (records/s)", "{:,.0f}"),
-]
+def measure(args, harness: Harness) -> dict:
+    results = {"date": time.strftime("%Y-%m-%d %H:%M %Z"),
+               "load_average_at_start": os.getloadavg()[0], "cpus": os.cpu_count(),
+               "lines": args.lines, "keys": args.keys, "failover_keys": args.failover_keys,
+               "session_timeout_ms": args.session_timeout_ms,
+               "throughput": {}, "restore": {}, "failover": {}}
+    if "throughput" in args.parts:
+        topic = f"peers-words-{harness.run}"
+        progress(f"producing {args.lines:,} lines to {topic}")
+        harness.produce(topic, 0, args.lines)
+        lines = [args.lines]
+        for variant in variants(args):
+            results["throughput"][variant["key"]] = {
+                "name": variant["name"], **harness.throughput(variant, topic, lines)}
+    pair = [s for s in ("statestore", "kafka-streams") if s in args.systems]
+    if "restore" in args.parts and pair:
+        topic = f"peers-keys-{harness.run}"
+        progress(f"producing {args.keys:,} distinct keys to {topic}")
+        harness.produce(topic, 0, args.keys, distinct_keys=True)
+        keys = [args.keys]
+        for system in pair:
+            results["restore"][system] = harness.restore(system, topic, keys)
+    if "failover" in args.parts:
+        for system in pair:
+            for standbys in args.standbys:
+                results["failover"][f"{system}-{standbys}"] = {
+                    "system": system, "standbys": standbys, **harness.failover(system, standbys)}
+    results["load_average_at_end"] = os.getloadavg()[0]
+    return results
+
+
+LABELS = {"statestore": "statestore", "kafka-streams": "Kafka Streams"}
+
+
+def fmt(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def render(results: dict) -> str:
+    lines = [f"{results['date']}, {results['cpus']} CPUs, load average "
+             f"{results['load_average_at_start']:.2f} at the start, "
+             f"{results['load_average_at_end']:.2f} at the end", ""]
+    if results["throughput"]:
+        first = next(iter(results["throughput"].values()))
+        lines += [f"Throughput: {first['records']:,} records ({results['lines']:,} lines of 8 "
+                  "words), one instance at a time, from the start of the topic, commit every 1 s",
+                  "",
+                  "| | records/s | instance CPU per record (µs) | broker CPU per record (µs) "
+                  "| peak RSS (MiB) | restart to first record (s) | after kill -9 (s) |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for row in results["throughput"].values():
+            lines.append(
+                f"| {row['name']} | {fmt(row['records_per_s'], '{:,.0f}')} "
+                f"| {fmt(row['instance_cpu_us_per_record'], '{:.2f}')} "
+                f"| {fmt(row['broker_cpu_us_per_record'], '{:.2f}')} "
+                f"| {fmt(row['peak_rss_mib'], '{:.0f}')} "
+                f"| {fmt(row.get('restart_s'), '{:.2f}')} "
+                f"| {fmt(row.get('restart_after_kill_s'), '{:.2f}')} |")
+        lines.append("")
+    if results["restore"]:
+        lines += [f"Restore from an empty state directory: {results['keys']:,} distinct keys, "
+                  "one instance, 4 tasks, to the first record of every task", "",
+                  "| | changelog records | restart on kept state (s) | on an empty state dir (s) "
+                  "| restore (s) | restore rate (records/s) |", "|---|---:|---:|---:|---:|---:|"]
+        for system, row in results["restore"].items():
+            lines.append(f"| {LABELS[system]} | {row['changelog_records']:,} "
+                         f"| {row['restart_kept_s']:.2f} | {row['restart_empty_s']:.2f} "
+                         f"| {row['restore_s']:.2f} | {row['restore_records_per_s']:,.0f} |")
+        lines.append("")
+    if results["failover"]:
+        lines += [f"Failover: two instances, {results['failover_keys']:,} distinct keys, session "
+                  f"timeout {results['session_timeout_ms'] / 1000:g} s; kill -9 of one to the "
+                  "survivor's first record on the last of its tasks", "",
+                  "| | standby replicas | failover (s) |", "|---|---:|---:|"]
+        for row in results["failover"].values():
+            lines.append(f"| {LABELS[row['system']]} | {row['standbys']} "
+                         f"| {row['failover_s']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def chart(results: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"statestore": "#2a6f97", "kafka-streams": "#c8553d", "quix": "#8a6fb0",
+              "bare": "#7f7f7f"}
+    panels = []
+    rows = results["throughput"]
+    names = [row["name"] for row in rows.values()]
+    bar_colors = [colors[key.split("-")[0] if not key.startswith("kafka") else "kafka-streams"]
+                  for key in rows]
+    for key, label in [("records_per_s", "records/s"),
+                       ("instance_cpu_us_per_record", "instance CPU per record (µs)"),
+                       ("broker_cpu_us_per_record", "broker CPU per record (µs)"),
+                       ("peak_rss_mib", "peak RSS (MiB)")]:
+        if rows:
+            panels.append((label, names, [row.get(key) or 0 for row in rows.values()],
+                           bar_colors))
+    if results["restore"]:
+        panels.append((f"restore of {results['keys']:,} keys (s)",
+                       [LABELS[s] for s in results["restore"]],
+                       [r["restore_s"] for r in results["restore"].values()],
+                       [colors[s] for s in results["restore"]]))
+    if results["failover"]:
+        panels.append(("failover (s)",
+                       [f"{LABELS[r['system']]}, {r['standbys']} standby"
+                        for r in results["failover"].values()],
+                       [r["failover_s"] for r in results["failover"].values()],
+                       [colors[r["system"]] for r in results["failover"].values()]))
+    if not panels:
+        return
+    columns = min(3, len(panels))
+    rows_n = (len(panels) + columns - 1) // columns
+    figure, axes = plt.subplots(rows_n, columns, figsize=(6 * columns, 4.2 * rows_n),
+                                squeeze=False)
+    for axis, (label, labels, values, cols) in zip(axes.flat, panels):
+        axis.barh(labels, values, color=cols)
+        axis.invert_yaxis()
+        axis.set_title(label, fontsize=10)
+        axis.tick_params(axis="y", labelsize=8)
+    for axis in list(axes.flat)[len(panels):]:
+        axis.axis("off")
+    figure.suptitle(f"statestore, Kafka Streams 4.4, Quix Streams and a bare consumer on one "
+                    f"Apache Kafka broker, {results['date']}, load average "
+                    f"{results['load_average_at_start']:.1f}", fontsize=11)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    # Text kept as text: a small file for docs/.
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    figure.savefig(path.with_suffix(".svg"))
+
+
+# --- processing threads under CPU-heavy records (statestore alone) ----------------------------
+
+
+def threads_run(args, harness: Harness) -> None:
+    kafka = harness.kafka
+    topic = f"peers-words-{harness.run}-threads"
+    harness.produce(topic, 0, args.lines)
+    records = kafka.records(topic)
+    # The same number of records with distinct keys: partitions of equal size, where the
+    # words' skew makes one task (processed by one thread at a time) the longest.
+    keyed = f"peers-keys-{harness.run}-threads"
+    harness.produce(keyed, 0, records, distinct_keys=True)
+    scaling = {"words": threads_scaling(args, kafka, topic, records, harness.run),
+               "distinct_keys": threads_scaling(args, kafka, keyed, records,
+                                                harness.run + "-keys")}
+    out = Path(args.out)
+    (out / "threads.json").write_text(json.dumps(scaling, indent=2))
+    print(render_threads(scaling))
+    (out / "threads.md").write_text(render_threads(scaling))
 
 
 def threads_scaling(args, kafka, topic, records, run) -> dict:
@@ -261,12 +657,11 @@ def threads_scaling(args, kafka, topic, records, run) -> dict:
                              "--application-id", app, "--state-dir", str(state),
                              "--stop-on-stdin-eof", "--threads", str(threads),
                              "--work-us", str(int(args.threads_work_us))],
-                            "first record of", args.broker_pid, False)
+                            "first record of", args.broker_pid)
         first = instance.wait_first(120)
-        # Checked twice a second: each check starts a client, CPU the threads would miss.
+        # Checked twice a second: each check costs CPU the threads would miss.
         while kafka.lag(app, topic) > 0:
-            if instance.process.poll() is not None:
-                raise SystemExit("statestore exited:\n" + "\n".join(instance.log[-20:]))
+            instance.check("processing")
             time.sleep(0.5)
         done = instance.sample()
         instance.stop()
@@ -275,7 +670,7 @@ def threads_scaling(args, kafka, topic, records, run) -> dict:
         result[f"threads_{threads}"] = {
             "records_per_s": records / seconds,
             "instance_cpu_us_per_record": (done["cpu"] - first["cpu"]) * 1e6 / records}
-        print(f"{threads} thread(s): {records / seconds:,.0f} records/s", file=sys.stderr)
+        progress(f"{threads} thread(s): {records / seconds:,.0f} records/s")
     return result
 
 
@@ -294,38 +689,6 @@ def render_threads(results: dict) -> str:
                      f"{one['instance_cpu_us_per_record']:.2f} / "
                      f"{two['instance_cpu_us_per_record']:.2f} |")
     return "\n".join(lines) + "\n"
-
-
-def render(results: dict) -> str:
-    lines = [f"{results['records']:,} records, {results['date']}, load average "
-             f"{results['load_average_at_start']:.2f} at the start", "",
-             "| | statestore | Quix Streams | ratio |", "|---|---|---|---|"]
-    for key, label, fmt in ROWS:
-        ours, theirs = results["statestore"][key], results["quix"][key]
-        if ours is None or theirs is None:
-            continue
-        ratio = f"{ours / theirs:.2f}x" if theirs else "-"
-        lines.append(f"| {label} | {fmt.format(ours)} | {fmt.format(theirs)} | {ratio} |")
-    return "\n".join(lines) + "\n"
-
-
-def chart(results: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [("instance_cpu_us_per_record", "instance CPU per record (µs)"),
-              ("broker_cpu_us_per_record", "broker CPU per record (µs)"),
-              ("records_per_s", "records/s"),
-              ("restart_to_first_record_s", "restart to first record (s)")]
-    figure, axes = plt.subplots(1, len(panels), figsize=(14, 3.5))
-    for axis, (key, label) in zip(axes, panels):
-        values = [results["statestore"][key] or 0, results["quix"][key] or 0]
-        axis.bar(["statestore", "Quix Streams"], values, color=["#2a6f97", "#c8553d"])
-        axis.set_title(label, fontsize=10)
-    figure.suptitle(f"{results['records']:,} records, one instance each, {results['date']}")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
