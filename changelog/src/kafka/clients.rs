@@ -436,7 +436,7 @@ impl KafkaClients {
     /// polls the producer's events for 100 ms at a time, and its poll returns only once its
     /// timeout passed), so a flush of a busy producer took 100 ms or more; the producer's
     /// events are served by its own thread here, so this waits for its count of outstanding
-    /// records to reach zero, looking every [`FLUSH_STEP`], and asks the brokers' threads to
+    /// records to reach zero, looking every millisecond, and asks the brokers' threads to
     /// send what lingers at each look.
     ///
     /// # Errors
