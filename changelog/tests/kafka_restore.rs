@@ -514,3 +514,30 @@ fn snapshot_bootstrap_figure() {
         load.trim()
     );
 }
+
+/// `KafkaClients::flush` returns only once every record sent through the clients was
+/// reported: a caller that flushed finds none of its records in flight.
+#[test]
+fn a_flush_returns_once_every_record_sent_is_reported() {
+    use statestore_changelog::{Deliveries, KafkaClients};
+
+    let Some(bootstrap) = kafka_support::bootstrap("a_flush_returns_once_every_record") else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "flushed");
+    let clients = KafkaClients::new(&kafka).expect("clients");
+    // Opening the log creates its topic, which the records below go to.
+    let _log = clients.open(kafka.clone(), 0).expect("kafka log");
+    let deliveries = Arc::new(Deliveries::default());
+    for n in 0..5_000u32 {
+        let key = n.to_be_bytes();
+        clients
+            .send(&kafka.topic(), Some(&key), Some(b"v"), &deliveries)
+            .expect("send");
+    }
+    clients.flush().expect("flush");
+    deliveries
+        .wait(Duration::ZERO)
+        .expect("no record in flight after the flush");
+    assert_eq!(deliveries.first_failure(), None);
+}

@@ -432,6 +432,13 @@ impl KafkaClients {
     /// Waits until every record queued on the producer (sent or appended, by any caller) is
     /// delivered or failed. Returns at once when no producer was created.
     ///
+    /// rdkafka's own `flush` waits in steps of 100 ms while any record is outstanding (it
+    /// polls the producer's events for 100 ms at a time, and its poll returns only once its
+    /// timeout passed), so a flush of a busy producer took 100 ms or more; the producer's
+    /// events are served by its own thread here, so this waits for its count of outstanding
+    /// records to reach zero, looking every millisecond, and asks the brokers' threads to
+    /// send what lingers at each look.
+    ///
     /// # Errors
     /// `Timeout` when the records are not all reported within the produce timeout (and the
     /// margin librdkafka is given to time them out itself).
@@ -440,9 +447,29 @@ impl KafkaClients {
         let Some(producer) = producer else {
             return Ok(());
         };
-        producer
-            .flush(self.inner.produce_timeout + producer::LIBRDKAFKA_TIMEOUT_MARGIN)
-            .map_err(|err| convert("flushing the producer", err))
+        let timeout = self.inner.produce_timeout + producer::LIBRDKAFKA_TIMEOUT_MARGIN;
+        let deadline = Instant::now() + timeout;
+        while producer.in_flight_count() > 0 {
+            send_now(&producer);
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(format!(
+                    "kafka did not report the delivery of {} records within {timeout:?} \
+                     (flushing the producer)",
+                    producer.in_flight_count()
+                )));
+            }
+            thread::sleep(FLUSH_STEP);
+        }
+        Ok(())
+    }
+
+    /// Asks the producer's broker threads to send the records that linger (`linger.ms`) now,
+    /// without waiting for them: for a caller about to wait for their delivery.
+    pub fn send_lingering(&self) {
+        let producer = self.inner.producer.lock().clone();
+        if let Some(producer) = producer {
+            send_now(&producer);
+        }
     }
 
     /// Whether a transaction is open on the transactional producer (false on clients that
@@ -459,6 +486,16 @@ impl KafkaClients {
     pub fn producers_created(&self) -> u64 {
         self.inner.producers_created.load(Ordering::Relaxed)
     }
+}
+
+/// How often [`KafkaClients::flush`] looks whether every record was reported.
+const FLUSH_STEP: Duration = Duration::from_millis(1);
+
+/// librdkafka's flush without a wait: it wakes the broker threads, which send what lingers
+/// if they serve the wake-up while the flush is under way. Its `TimedOut` answer only says
+/// that records are outstanding.
+fn send_now(producer: &PolledProducer) {
+    let _ = producer.flush(Duration::ZERO);
 }
 
 impl fmt::Debug for KafkaClients {

@@ -75,7 +75,7 @@ pub fn run(dir: &Path, keys: u64, backend: &str, parallelism: usize) -> Result<(
 
 /// The CPU time every thread of this process used so far: whether a restore is bound by CPU,
 /// and by how many cores.
-fn process_cpu() -> Duration {
+pub(crate) fn process_cpu() -> Duration {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     Duration::new(
         u64::try_from(now.tv_sec).unwrap_or(0),

@@ -168,6 +168,13 @@ enum Command {
         /// Under exactly_once_v2, the brokers abort a transaction left open this long.
         #[arg(long, default_value_t = 10_000)]
         transaction_timeout_ms: u64,
+        /// Once this many records are processed, print the rate and the CPU per record since
+        /// the first batch, then close (throughput measurements, see `throughput.sh`).
+        #[arg(long)]
+        stop_after_records: Option<u64>,
+        /// A librdkafka property for every client, `KEY=VALUE` (repeatable): tuning.
+        #[arg(long, value_parser = parse_property)]
+        property: Vec<(String, String)>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -265,6 +272,8 @@ fn run(command: Command) -> Result<()> {
             abort_in_commit,
             checkpoint_every_commit,
             transaction_timeout_ms,
+            stop_after_records,
+            property,
         } => {
             if let Some(nth) = abort_in_commit {
                 fail::cfg(
@@ -315,6 +324,7 @@ fn run(command: Command) -> Result<()> {
                 request_timeout_ms: request_timeout_ms.unwrap_or(defaults.request_timeout_ms),
                 processing_guarantee,
                 transaction_timeout_ms,
+                properties: property.into_iter().collect(),
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;
@@ -325,7 +335,7 @@ fn run(command: Command) -> Result<()> {
             let work = Duration::from_micros(work_us);
             instance(
                 config,
-                stop_on_stdin_eof,
+                (stop_on_stdin_eof, stop_after_records),
                 server.map(|(server, _)| server),
                 (work, output_topic),
             )
@@ -466,6 +476,12 @@ fn parse_guarantee(text: &str) -> std::result::Result<ProcessingGuarantee, Strin
     }
 }
 
+/// `KEY=VALUE` of `--property`.
+fn parse_property(text: &str) -> std::result::Result<(String, String), String> {
+    let (key, value) = text.split_once('=').ok_or("expected KEY=VALUE")?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
 /// `N:MS` of `--stall-in-record`.
 fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
     let (nth, ms) = text.split_once(':').ok_or("expected N:MS")?;
@@ -496,7 +512,7 @@ fn count(ctx: &mut ProcessorContext<'_>, stores: &[StoreHandle<TaskKv>]) -> Resu
 
 fn instance(
     config: TasksConfig,
-    stop_on_stdin_eof: bool,
+    (stop_on_stdin_eof, stop_after_records): (bool, Option<u64>),
     server: Option<tiny_http::Server>,
     (work, output_topic): (Duration, Option<String>),
 ) -> Result<()> {
@@ -545,6 +561,7 @@ fn instance(
             count(ctx, &handles)
         }
     });
+    let mut rate = stop_after_records.map(Rate::new);
     while !stop.load(Ordering::Relaxed) {
         match app.poll_tasks(Duration::from_millis(100), &mut pool) {
             Ok(records) => processed += records as u64,
@@ -552,6 +569,11 @@ fn instance(
                 let _ = app.close();
                 return Err(err);
             }
+        }
+        if let Some(rate) = &mut rate
+            && rate.reached(processed)
+        {
+            break;
         }
         for event in app.take_events() {
             report(&event);
@@ -569,6 +591,64 @@ fn instance(
     app.close()?;
     eprintln!("closed after processing {processed} records");
     Ok(())
+}
+
+/// The processing rate and CPU per record from the end of the first batch that processed
+/// records (its records excluded) to the batch that reaches `target` records, and how the
+/// polling thread spent that time.
+struct Rate {
+    target: u64,
+    /// Records processed, the time, the process's CPU time and the polling thread's
+    /// scheduler times at the end of the first batch.
+    first: Option<(u64, Instant, Duration, [u64; 2])>,
+}
+
+impl Rate {
+    fn new(target: u64) -> Rate {
+        Rate {
+            target,
+            first: None,
+        }
+    }
+
+    /// Prints the rate and returns true once `processed` reached the target.
+    fn reached(&mut self, processed: u64) -> bool {
+        if processed == 0 {
+            return false;
+        }
+        let Some((at_first, started, cpu, sched)) = self.first else {
+            let sched = thread_sched();
+            self.first = Some((processed, Instant::now(), local::process_cpu(), sched));
+            return false;
+        };
+        if processed < self.target {
+            return false;
+        }
+        let (records, elapsed) = (processed - at_first, started.elapsed());
+        let cpu = local::process_cpu().saturating_sub(cpu);
+        let [running, waiting] = thread_sched();
+        let share = |ns: u64| ns as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
+        let (running, waiting) = (share(running - sched[0]), share(waiting - sched[1]));
+        eprintln!(
+            "reached {processed} records: {records} in {} ms, {:.0} records/s, {:.3} us CPU per \
+             record, {:.2} cores; polling thread {running:.0}% running, {waiting:.0}% waiting \
+             for a CPU, {:.0}% asleep",
+            elapsed.as_millis(),
+            records as f64 / elapsed.as_secs_f64(),
+            cpu.as_secs_f64() * 1e6 / records.max(1) as f64,
+            cpu.as_secs_f64() / elapsed.as_secs_f64(),
+            (100.0 - running - waiting).max(0.0)
+        );
+        true
+    }
+}
+
+/// The calling thread's time on a CPU and waiting for one, in nanoseconds, from
+/// `/proc/thread-self/schedstat` (zeros where there is none).
+fn thread_sched() -> [u64; 2] {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut fields = text.split_whitespace().map(|f| f.parse().unwrap_or(0));
+    [fields.next().unwrap_or(0), fields.next().unwrap_or(0)]
 }
 
 fn report(event: &statestore_tasks::TaskEvent) {
