@@ -20,6 +20,11 @@ const READER_GROUP: &str = "statestore-changelog-reader";
 /// read that reaches the end of the partition learns it after 10 ms instead of 500.
 const FETCH_WAIT_MS: &str = "10";
 
+/// How long librdkafka waits before it fetches again for a partition whose fetched records
+/// reached `queued.min.messages` (librdkafka's default is 1000): a restore that applies its
+/// batches faster than the queue refills would otherwise sit idle for a second at a time.
+const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+
 /// Creates a reader consumer from `base` (bootstrap servers and passthrough properties).
 ///
 /// # Errors
@@ -28,6 +33,9 @@ fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
     let mut config = base.clone();
     if config.get("fetch.wait.max.ms").is_none() {
         config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
+    }
+    if config.get("fetch.queue.backoff.ms").is_none() {
+        config.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
     }
     config
         .set("group.id", READER_GROUP)
