@@ -290,6 +290,14 @@ where
     }
 }
 
+/// Whether `err` reports a record purged from the producer (queued or in flight).
+fn is_purged(err: &KafkaError) -> bool {
+    matches!(
+        err.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+    )
+}
+
 /// Drops every record still queued or in flight, so none of a failed call is sent after the
 /// call returned (it would land after a later call's records and reorder the changelog).
 pub fn purge(producer: &BaseProducer<DeliveryContext>) {
@@ -352,6 +360,14 @@ impl Appender {
         }
         match batch.wait(deadline) {
             Some(Ok(range)) => Ok(range),
+            // Another call's failed append retired the shared producer and purged its records:
+            // no broker refused them, and whether those in flight landed is unknown, as after
+            // a timeout.
+            Some(Err(err)) if is_purged(&err) => Err(Error::Timeout(format!(
+                "kafka, while {}: purged when the producer was retired after another append \
+                 failed: {err}",
+                self.doing(count)
+            ))),
             Some(Err(err)) => Err(convert(&self.doing(count), err)),
             None => Err(Error::Timeout(format!(
                 "kafka did not acknowledge {} records to {}/{} within {:?}",
