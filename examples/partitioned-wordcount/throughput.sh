@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures how fast one instance of the partitioned word count processes a filled topic: the
-# release build counts LINES lines of 8 words (one record per word, 4 partitions) from the
+# release build counts LINES lines of 8 words (one record per word, PARTITIONS partitions) from the
 # start of the topic, each record sending one output, commit interval 1 s, and reports
 #   records/s       from the end of its first batch to its last record (`--stop-after-records`)
 #   CPU per record  the instance's, every thread, over the same span
@@ -16,6 +16,9 @@
 #                               (default that script's default); BROKER_PID overrides it
 #   GUARANTEES                  processing guarantees, one run each (default at_least_once)
 #   THREADS                     processing threads, one run each (default "1 2")
+#   PARTITIONS                  partitions of the input topic, so tasks (default 4)
+#   DISTINCT_KEYS               1: LINES records of distinct keys instead of lines of words, so
+#                               the state grows by a key per record
 #   BINS                        "name=path ..." builds to run side by side, in turn (default
 #                               the release build of this checkout, named "this")
 #   RUNS                        rounds of every combination, interleaved (default 1)
@@ -29,11 +32,13 @@
 set -euo pipefail
 
 LINES="${1:-300000}"
-RECORDS=$((LINES * 8))
+DISTINCT_KEYS="${DISTINCT_KEYS:-0}"
+RECORDS=$((DISTINCT_KEYS == 1 ? LINES : LINES * 8))
 BROKER="${STATESTORE_KAFKA_BOOTSTRAP:-127.0.0.1:19092}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GUARANTEES="${GUARANTEES:-at_least_once}"
 THREADS="${THREADS:-1 2}"
+PARTITIONS="${PARTITIONS:-4}"
 RUNS="${RUNS:-1}"
 if [[ -z "${BINS:-}" ]]; then
   cargo build --release -q -p partitioned-wordcount --manifest-path "$ROOT/Cargo.toml"
@@ -57,10 +62,11 @@ cpu() { cut -d')' -f2 "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
 TICKS=$(getconf CLK_TCK)
 
 echo "producing $RECORDS records to $TOPIC" >&2
-"$FIRST_BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$LINES" 2>/dev/null
+"$FIRST_BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$LINES" \
+  --partitions "$PARTITIONS" $( ((DISTINCT_KEYS == 1)) && echo --distinct-keys) 2>/dev/null
 if [[ -n "${BARE:-}" ]]; then
   echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  $BARE "$BROKER" "$TOPIC" "$RECORDS" 4
+  $BARE "$BROKER" "$TOPIC" "$RECORDS" "$PARTITIONS"
 fi
 
 # measure NAME BIN GUARANTEE THREADS: one instance from the start of the topic.

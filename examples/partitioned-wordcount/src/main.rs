@@ -95,6 +95,10 @@ enum Command {
         /// A built-in backend, or `fjall` (examples/byo-fjall, registered at start).
         #[arg(long, default_value = "rocksdb")]
         backend: String,
+        /// The backend's options for both stores, as JSON (e.g. RocksDB's
+        /// `{"memory_budget":{"total_bytes":268435456}}`).
+        #[arg(long, value_parser = parse_json)]
+        store_options: Option<serde_json::Value>,
         #[arg(long, default_value_t = 1_000)]
         commit_interval_ms: u64,
         #[arg(long, default_value_t = 10_000)]
@@ -249,6 +253,7 @@ fn run(command: Command) -> Result<()> {
             application_id,
             state_dir,
             backend,
+            store_options,
             commit_interval_ms,
             session_timeout_ms,
             num_standby_replicas,
@@ -297,6 +302,9 @@ fn run(command: Command) -> Result<()> {
                 .map(|s| StoreSpec::new(*s, &backend))
                 .collect();
             for store in &mut stores {
+                if let Some(options) = &store_options {
+                    store.options = options.clone();
+                }
                 if let Some(bytes) = commit_bytes {
                     store.logged.commit_bytes = bytes;
                 }
@@ -482,6 +490,11 @@ fn parse_property(text: &str) -> std::result::Result<(String, String), String> {
     Ok((key.to_owned(), value.to_owned()))
 }
 
+/// The JSON of `--store-options`.
+fn parse_json(text: &str) -> std::result::Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|err| err.to_string())
+}
+
 /// `N:MS` of `--stall-in-record`.
 fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
     let (nth, ms) = text.split_once(':').ok_or("expected N:MS")?;
@@ -632,15 +645,32 @@ impl Rate {
         eprintln!(
             "reached {processed} records: {records} in {} ms, {:.0} records/s, {:.3} us CPU per \
              record, {:.2} cores; polling thread {running:.0}% running, {waiting:.0}% waiting \
-             for a CPU, {:.0}% asleep",
+             for a CPU, {:.0}% asleep; peak RSS {:.0} MiB",
             elapsed.as_millis(),
             records as f64 / elapsed.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / records.max(1) as f64,
             cpu.as_secs_f64() / elapsed.as_secs_f64(),
-            (100.0 - running - waiting).max(0.0)
+            (100.0 - running - waiting).max(0.0),
+            peak_rss_mib()
         );
         true
     }
+}
+
+/// The process's peak resident set size (`VmHWM`) in MiB, 0 where there is none.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        });
+    kib.unwrap_or(0.0) / 1024.0
 }
 
 /// The calling thread's time on a CPU and waiting for one, in nanoseconds, from
