@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use statestore_changelog::TaskId;
-use statestore_operator_stores::{KeyCodec, ValueCodec};
+use statestore_operator_stores::{KeyCodec, TtlClock, ValueCodec};
 use store_api::{Error, Result};
 
 use crate::runtime::outputs::{Output, OutputRecord};
@@ -92,22 +92,32 @@ impl<'a> TaskContext<'a> {
         self.task.stream_time()
     }
 
-    /// The store `handle` refers to, as its type.
+    /// The store `handle` refers to, as its type. A TTL store on stream time is first moved
+    /// up to the task's [stream time](Self::stream_time), so its entries expire by the
+    /// timestamps of the records the task processed, this one included.
     ///
     /// # Errors
-    /// `InvalidArgument` for a handle made from another configuration.
+    /// `InvalidArgument` for a handle made from another configuration; the store's errors
+    /// when moving a TTL store's stream time writes it.
     pub fn store_of<T: StoreType + ?Sized>(&self, handle: &StoreHandle<T>) -> Result<T::View<'_>> {
-        self.task
+        let slot = self
+            .task
             .slots
             .get(handle.index)
-            .filter(|slot| slot.name == handle.name())
-            .and_then(|slot| T::view(&slot.open))
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "store handle {:?} was not made from this application's configuration",
-                    handle.name()
-                ))
-            })
+            .filter(|slot| slot.name == handle.name());
+        if let Some(slot) = slot
+            && let StoreView::Ttl(ttl) = &slot.open.view
+            && ttl.config().clock == TtlClock::StreamTime
+            && let Some(now) = self.task.stream_time()
+        {
+            ttl.advance_stream_time(now)?;
+        }
+        slot.and_then(|slot| T::view(&slot.open)).ok_or_else(|| {
+            Error::invalid(format!(
+                "store handle {:?} was not made from this application's configuration",
+                handle.name()
+            ))
+        })
     }
 
     /// The task's key-value store `name`, looked up by name (a [`StoreHandle`] avoids the

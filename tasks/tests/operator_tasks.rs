@@ -215,9 +215,9 @@ impl Processor for WordStats {
         let _ = latest.put(word.as_bytes(), &ctx.offset().to_be_bytes(), ts)?;
         ctx.store_of(&self.recent)?
             .put(word.as_bytes(), &ts.to_be_bytes())?;
-        let last_seen = ctx.store_of(&self.last_seen)?;
-        last_seen.advance_stream_time(ts)?;
-        last_seen.put(word.as_bytes(), &ts.to_be_bytes())?;
+        // The runtime moves the TTL store's stream time to the task's as the store is reached.
+        ctx.store_of(&self.last_seen)?
+            .put(word.as_bytes(), &ts.to_be_bytes())?;
         let scratch = ctx.store_of(&self.scratch)?;
         let seen = scratch.get(word.as_bytes())?.map_or(0, |v| decode(&v));
         scratch.put(word.as_bytes(), &(seen + 1).to_be_bytes())

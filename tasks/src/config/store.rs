@@ -92,8 +92,9 @@ pub enum StoreKind {
     Ttl {
         /// How long an entry lives, in milliseconds of `clock`.
         ttl_ms: i64,
-        /// `stream-time` (the default: advanced by the processor with each record's
-        /// timestamp, kept in the store) or `wall-clock`.
+        /// `stream-time` (the default: the task's stream time, the largest record timestamp
+        /// it processed, which the store is moved up to whenever the processor reaches it,
+        /// and kept in the store) or `wall-clock`.
         #[serde(default)]
         clock: TtlClock,
         /// How often, in milliseconds of `clock`, a write also deletes what expired;
