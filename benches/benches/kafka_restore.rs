@@ -3,7 +3,8 @@
 //! updates, each closed by a marker, as `LoggedStore` appends them), restored into a fresh
 //! store of each backend, with where the time goes. Not a criterion bench: one pass of each
 //! case, printed as a table, since a pass at 10M keys takes tens of seconds. Needs
-//! `STATESTORE_KAFKA_BOOTSTRAP`; skipped without it.
+//! `STATESTORE_KAFKA_BOOTSTRAP`; skipped without it. Run by `cargo test --benches` (no
+//! `--bench` argument) it restores 2000 keys by default.
 //!
 //! ```text
 //! STATESTORE_KAFKA_BOOTSTRAP=127.0.0.1:9092 STATESTORE_RESTORE_KEYS=10000000 \
@@ -47,7 +48,12 @@ fn main() -> Result<()> {
         eprintln!("kafka_restore: STATESTORE_KAFKA_BOOTSTRAP is not set, skipping");
         return Ok(());
     };
-    let keys: u64 = env_or("STATESTORE_RESTORE_KEYS", 1_000_000);
+    // `cargo test --benches` runs this without `--bench`: a check that it runs, in seconds.
+    let benching = std::env::args().any(|arg| arg == "--bench");
+    let keys: u64 = env_or(
+        "STATESTORE_RESTORE_KEYS",
+        if benching { 1_000_000 } else { 2_000 },
+    );
     let batch = batch();
     let topic = match std::env::var("STATESTORE_RESTORE_TOPIC") {
         Ok(topic) => topic,
