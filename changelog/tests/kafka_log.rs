@@ -6,7 +6,7 @@ mod kafka_support;
 
 use std::time::{Duration, Instant};
 
-use statestore_changelog::{Changelog, KafkaConfig, KafkaLog};
+use statestore_changelog::{Changelog, Framing, KafkaConfig, KafkaLog, RecordKind};
 use store_api::{BatchOp, ErrorKind};
 
 fn put(key: &str, value: &str) -> BatchOp {
@@ -89,6 +89,33 @@ fn a_continued_read_stops_at_the_end_it_saw_and_the_next_one_sees_more() {
         offsets(log.read(first.end, 100).unwrap()),
         (later.start..later.end).collect::<Vec<_>>(),
         "the read from that end asks for the end again"
+    );
+}
+
+/// A record's framing and writer epoch both come back from its headers.
+#[test]
+fn framing_and_epoch_headers_round_trip() {
+    let Some(bootstrap) = kafka_support::bootstrap("framing_and_epoch_headers_round_trip") else {
+        return;
+    };
+    let log = KafkaLog::open(kafka_support::config(&bootstrap, "frames"), 0).unwrap();
+    log.set_writer_epoch(7).unwrap();
+    let offsets = log
+        .append_framed(&[put("a", "1"), put("b", "2")], Framing::Commit)
+        .unwrap();
+    let read: Vec<(RecordKind, u64)> = log
+        .read(offsets.start, 10)
+        .unwrap()
+        .into_iter()
+        .map(|record| (record.kind, record.epoch))
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            (RecordKind::Framed, 7),
+            (RecordKind::Framed, 7),
+            (RecordKind::CommitMarker, 7)
+        ]
     );
 }
 
