@@ -6,7 +6,7 @@ mod kafka_support;
 
 use std::time::{Duration, Instant};
 
-use statestore_changelog::{Changelog, KafkaConfig, KafkaLog};
+use statestore_changelog::{Changelog, Framing, KafkaConfig, KafkaLog, RecordKind};
 use store_api::{BatchOp, ErrorKind};
 
 fn put(key: &str, value: &str) -> BatchOp {
@@ -58,6 +58,65 @@ fn tombstones_empty_values_and_empty_keys_round_trip() {
         .map(|r| r.op)
         .collect();
     assert_eq!(read, ops);
+}
+
+/// A read that continues where the previous one stopped reads up to the end that read saw,
+/// with no new watermark query; the read from that end on sees what was appended since.
+#[test]
+fn a_continued_read_stops_at_the_end_it_saw_and_the_next_one_sees_more() {
+    let Some(bootstrap) = kafka_support::bootstrap("a_continued_read_stops_at_the_end_it_saw")
+    else {
+        return;
+    };
+    let log = KafkaLog::open(kafka_support::config(&bootstrap, "cont"), 0).unwrap();
+    let ops: Vec<BatchOp> = (0..10).map(|i| put(&format!("k{i}"), "v")).collect();
+    let first = log.append(&ops).unwrap();
+    let offsets = |records: Vec<statestore_changelog::ChangelogRecord>| -> Vec<u64> {
+        records.into_iter().map(|record| record.offset).collect()
+    };
+    let start = first.start;
+    assert_eq!(
+        offsets(log.read(start, 4).unwrap()),
+        (start..start + 4).collect::<Vec<_>>()
+    );
+    let later = log.append(&ops[..5]).unwrap();
+    assert_eq!(
+        offsets(log.read(start + 4, 100).unwrap()),
+        (start + 4..first.end).collect::<Vec<_>>(),
+        "a continued read stops at the end the read before it saw"
+    );
+    assert_eq!(
+        offsets(log.read(first.end, 100).unwrap()),
+        (later.start..later.end).collect::<Vec<_>>(),
+        "the read from that end asks for the end again"
+    );
+}
+
+/// A record's framing and writer epoch both come back from its headers.
+#[test]
+fn framing_and_epoch_headers_round_trip() {
+    let Some(bootstrap) = kafka_support::bootstrap("framing_and_epoch_headers_round_trip") else {
+        return;
+    };
+    let log = KafkaLog::open(kafka_support::config(&bootstrap, "frames"), 0).unwrap();
+    log.set_writer_epoch(7).unwrap();
+    let offsets = log
+        .append_framed(&[put("a", "1"), put("b", "2")], Framing::Commit)
+        .unwrap();
+    let read: Vec<(RecordKind, u64)> = log
+        .read(offsets.start, 10)
+        .unwrap()
+        .into_iter()
+        .map(|record| (record.kind, record.epoch))
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            (RecordKind::Framed, 7),
+            (RecordKind::Framed, 7),
+            (RecordKind::CommitMarker, 7)
+        ]
+    );
 }
 
 #[test]

@@ -27,11 +27,22 @@ use crate::record::RecordKind;
 pub struct Reader {
     readers: Arc<ReaderPool>,
     /// After a read that stopped before the end of the log: the consumer still assigned to
-    /// the partition and the offset it returns next. Given back at the end of the log.
-    held: Option<(BaseConsumer, u64)>,
+    /// the partition, the offset it returns next, and the high watermark that read saw.
+    /// Given back at the end of the log.
+    held: Option<Held>,
     topic: String,
     partition: i32,
     timeout: Duration,
+}
+
+/// A consumer kept assigned between reads of one partition.
+struct Held {
+    consumer: BaseConsumer,
+    /// The offset the consumer returns next.
+    next: u64,
+    /// The high watermark when the consumer was assigned or last refreshed: every offset
+    /// below it was written, so a read from `next` up to it needs no new ListOffsets.
+    high: u64,
 }
 
 impl Reader {
@@ -64,8 +75,9 @@ impl Reader {
         let (low, high) = loop {
             let timeout = retry.attempt_timeout();
             let fetched = match &self.held {
-                Some((consumer, _)) if retry.failures() == 0 => {
-                    consumer.fetch_watermarks(&self.topic, self.partition, timeout)
+                Some(held) if retry.failures() == 0 => {
+                    held.consumer
+                        .fetch_watermarks(&self.topic, self.partition, timeout)
                 }
                 _ => {
                     let consumer = self.readers.take()?;
@@ -90,31 +102,32 @@ impl Reader {
     /// # Errors
     /// `Timeout` when records below the high watermark do not arrive in time, `Corruption`
     /// for a record without a key, `Backend` for a consumer error.
+    ///
+    /// A read that continues where the previous one stopped, below the high watermark that
+    /// read saw, goes on polling the consumer that read kept, up to that watermark, without
+    /// asking the broker for the watermarks again (a ListOffsets round trip per read was most
+    /// of a restore's time): it may stop short of records written since, which the next read
+    /// after it, at that watermark, asks for.
     pub fn read(&mut self, from: u64, max: usize) -> Result<Vec<ChangelogRecord>> {
-        let (low, high) = match self.watermarks() {
-            Ok(watermarks) => watermarks,
-            Err(err) => {
-                // A consumer kept from the last read may be the one that failed.
-                self.held = None;
-                return Err(err);
-            }
-        };
-        if max == 0 || from >= high {
+        if max == 0 {
             return Ok(Vec::new());
         }
-        let from = from.max(low);
-        let consumer = match self.held.take() {
-            Some((consumer, next)) if next == from => consumer,
+        let (consumer, high) = match self.held.take() {
+            Some(held) if held.next == from && from < held.high => (held.consumer, held.high),
             held => {
-                let consumer = match held {
-                    Some((consumer, _)) => consumer,
-                    None => self.readers.take()?,
+                self.held = held;
+                let (low, high) = match self.watermarks() {
+                    Ok(watermarks) => watermarks,
+                    Err(err) => {
+                        // A consumer kept from the last read may be the one that failed.
+                        self.held = None;
+                        return Err(err);
+                    }
                 };
-                if let Err(err) = self.assign(&consumer, from) {
-                    self.give_back(consumer);
-                    return Err(err);
+                match self.positioned(from.max(low), high)? {
+                    Some(consumer) => (consumer, high),
+                    None => return Ok(Vec::new()),
                 }
-                consumer
             }
         };
         let records = self.poll_until(&consumer, from, high, max);
@@ -126,7 +139,13 @@ impl Reader {
             _ => None,
         };
         match next {
-            Some(next) => self.held = Some((consumer, next)),
+            Some(next) => {
+                self.held = Some(Held {
+                    consumer,
+                    next,
+                    high,
+                });
+            }
             // After an error the consumer is dropped (see `ReaderPool::with_reader`).
             None if records.is_err() => {}
             // At the end nothing more is wanted for now: the consumer goes back to the
@@ -134,6 +153,29 @@ impl Reader {
             None => self.give_back(consumer),
         }
         records
+    }
+
+    /// A consumer that returns `from` next, below the high watermark `high`: the held one
+    /// when it does, else one assigned at `from`. `None` when `from` is at or past `high`.
+    fn positioned(&mut self, from: u64, high: u64) -> Result<Option<BaseConsumer>> {
+        if from >= high {
+            return Ok(None);
+        }
+        let consumer = match self.held.take() {
+            Some(held) if held.next == from => held.consumer,
+            held => {
+                let consumer = match held {
+                    Some(held) => held.consumer,
+                    None => self.readers.take()?,
+                };
+                if let Err(err) = self.assign(&consumer, from) {
+                    self.give_back(consumer);
+                    return Err(err);
+                }
+                consumer
+            }
+        };
+        Ok(Some(consumer))
     }
 
     /// Stops the consumer's fetches and gives it back to the clients.
@@ -166,9 +208,21 @@ impl Reader {
     ) -> Result<Vec<ChangelogRecord>> {
         let deadline = Instant::now() + self.timeout;
         let mut records = Vec::with_capacity(max.min(4096));
+        // After a record, the next is most likely queued already: a poll that does not wait
+        // takes it without reading the clock (librdkafka reads it several times in a poll
+        // that may wait, which cost a tenth of a restore's reading thread). Only a poll that
+        // found nothing queued is followed by one that waits for the next fetch.
+        let mut queued = false;
         while records.len() < max {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            match consumer.poll(remaining) {
+            let waited = !queued;
+            let wait = if queued {
+                Duration::ZERO
+            } else {
+                deadline.saturating_duration_since(Instant::now())
+            };
+            let polled = consumer.poll(wait);
+            queued = matches!(polled, Some(Ok(_)));
+            match polled {
                 // A consumer lent to another log before may still hold its records.
                 Some(Ok(message))
                     if message.topic() != self.topic || message.partition() != self.partition => {}
@@ -191,7 +245,7 @@ impl Reader {
                 }
                 // Transient errors (a broker reconnecting) are retried by librdkafka itself.
                 Some(Err(err)) => tracing::debug!(%err, "kafka consumer error while reading"),
-                None if Instant::now() >= deadline => {
+                None if waited && Instant::now() >= deadline => {
                     return Err(Error::Timeout(format!(
                         "kafka returned {} of the records between offsets {from} and {high} of \
                          {}/{} within {:?}",
@@ -229,23 +283,38 @@ fn decode<M: Message>(message: &M, from: u64) -> Result<Option<ChangelogRecord>>
         },
         None => BatchOp::Delete { key },
     };
+    let (kind, epoch) = framing(message, offset)?;
     Ok(Some(ChangelogRecord {
         offset,
         op,
-        kind: kind(message, offset)?,
-        epoch: epoch(message, offset)?,
+        kind,
+        epoch,
     }))
 }
 
-/// The writer epoch of `message`, from its epoch header; 0 without one.
-fn epoch<M: Message>(message: &M, offset: u64) -> Result<u64> {
+/// The framing and the writer epoch of `message`, from its frame and epoch headers (the first
+/// of each name): unframed and 0 without them. The headers are parsed and walked once per
+/// record, as librdkafka copies each header out of the fetched bytes on the first look.
+fn framing<M: Message>(message: &M, offset: u64) -> Result<(RecordKind, u64)> {
     let Some(headers) = message.headers() else {
-        return Ok(0);
+        return Ok((RecordKind::Unframed, 0));
     };
-    let value = headers
-        .iter()
-        .find(|header| header.key == EPOCH_HEADER)
-        .map(|header| header.value);
+    let (mut frame, mut epoch) = (None, None);
+    for header in headers.iter() {
+        if frame.is_none() && header.key == FRAME_HEADER {
+            frame = Some(header.value);
+        } else if epoch.is_none() && header.key == EPOCH_HEADER {
+            epoch = Some(header.value);
+        }
+        if frame.is_some() && epoch.is_some() {
+            break;
+        }
+    }
+    Ok((kind(frame, offset)?, epoch_value(epoch, offset)?))
+}
+
+/// The writer epoch of an epoch header's value (`None`: no such header, epoch 0).
+fn epoch_value(value: Option<Option<&[u8]>>, offset: u64) -> Result<u64> {
     match value {
         None => Ok(0),
         Some(Some(bytes)) => <[u8; 8]>::try_from(bytes)
@@ -262,15 +331,8 @@ fn epoch<M: Message>(message: &M, offset: u64) -> Result<u64> {
     }
 }
 
-/// The framing of `message`, from its frame header.
-fn kind<M: Message>(message: &M, offset: u64) -> Result<RecordKind> {
-    let Some(headers) = message.headers() else {
-        return Ok(RecordKind::Unframed);
-    };
-    let frame = headers
-        .iter()
-        .find(|header| header.key == FRAME_HEADER)
-        .map(|header| header.value);
+/// The framing a frame header's value says (`None`: no such header, unframed).
+fn kind(frame: Option<Option<&[u8]>>, offset: u64) -> Result<RecordKind> {
     match frame {
         None => Ok(RecordKind::Unframed),
         Some(Some(FRAMED)) => Ok(RecordKind::Framed),

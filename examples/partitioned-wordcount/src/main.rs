@@ -35,8 +35,8 @@ use statestore_changelog::{
     Changelog, CheckpointPolicy, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, TaskId,
 };
 use statestore_tasks::{
-    Application, KeyPartitioner, POSITION_KEY, ProcessingGuarantee, ProcessorContext,
-    ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
+    Application, AssignmentStrategy, KeyPartitioner, POSITION_KEY, ProcessingGuarantee,
+    ProcessorContext, ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
 };
 use store_api::{BatchOp, Error, Result};
 
@@ -157,6 +157,10 @@ enum Command {
         /// at_least_once or exactly_once_v2 (one Kafka transaction per commit).
         #[arg(long, default_value = "at_least_once", value_parser = parse_guarantee)]
         processing_guarantee: ProcessingGuarantee,
+        /// range (eager: a rebalance closes and reopens every task), roundrobin, or
+        /// cooperative-sticky (only the moving tasks are revoked, as in Kafka Streams).
+        #[arg(long, default_value = "range", value_parser = parse_assignment)]
+        assignment_strategy: AssignmentStrategy,
         /// Send one record per input record to this topic: key the word, value
         /// `<partition>:<offset>` of the input record.
         #[arg(long)]
@@ -273,6 +277,7 @@ fn run(command: Command) -> Result<()> {
             group_instance_id,
             request_timeout_ms,
             processing_guarantee,
+            assignment_strategy,
             output_topic,
             abort_in_commit,
             checkpoint_every_commit,
@@ -331,6 +336,7 @@ fn run(command: Command) -> Result<()> {
                 group_instance_id,
                 request_timeout_ms: request_timeout_ms.unwrap_or(defaults.request_timeout_ms),
                 processing_guarantee,
+                assignment_strategy,
                 transaction_timeout_ms,
                 properties: property.into_iter().collect(),
                 ..defaults
@@ -481,6 +487,15 @@ fn parse_guarantee(text: &str) -> std::result::Result<ProcessingGuarantee, Strin
         "at_least_once" => Ok(ProcessingGuarantee::AtLeastOnce),
         "exactly_once_v2" => Ok(ProcessingGuarantee::ExactlyOnceV2),
         _ => Err("expected at_least_once or exactly_once_v2".into()),
+    }
+}
+
+fn parse_assignment(text: &str) -> std::result::Result<AssignmentStrategy, String> {
+    match text {
+        "range" => Ok(AssignmentStrategy::Range),
+        "roundrobin" => Ok(AssignmentStrategy::Roundrobin),
+        "cooperative-sticky" => Ok(AssignmentStrategy::CooperativeSticky),
+        _ => Err("expected range, roundrobin or cooperative-sticky".into()),
     }
 }
 
