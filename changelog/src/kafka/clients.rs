@@ -370,9 +370,9 @@ impl KafkaClients {
     }
 
     /// Queues `record` on the shared producer (the transactional one, in its open
-    /// transaction, on transactional clients) and returns at once; the [`Deliveries`] of `report_to` learn
-    /// whether it was delivered. Waits while librdkafka's queue is full, up to the produce
-    /// timeout.
+    /// transaction, on transactional clients) and returns at once; the [`Deliveries`] of
+    /// `report_to` learn whether it was delivered. Waits while librdkafka's queue is full, up
+    /// to the produce timeout.
     ///
     /// # Errors
     /// A record refused at once (larger than `message.max.bytes`, a bad topic name, a

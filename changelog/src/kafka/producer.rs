@@ -272,22 +272,18 @@ impl Drop for PolledProducer {
 pub fn send<K, P>(
     producer: &BaseProducer<DeliveryContext>,
     mut record: BaseRecord<'_, K, P, Arc<Delivery>>,
-    deadline: impl FnOnce() -> Instant,
+    deadline: impl Fn() -> Instant,
 ) -> std::result::Result<(), KafkaError>
 where
     K: ToBytes + ?Sized,
     P: ToBytes + ?Sized,
 {
-    let mut deadline = Some(deadline);
     let mut until = None;
     loop {
         match producer.send(record) {
             Ok(()) => return Ok(()),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                if Instant::now()
-                    < *until.get_or_insert_with(|| {
-                        deadline.take().map_or_else(Instant::now, |f| f())
-                    }) =>
+                if Instant::now() < *until.get_or_insert_with(&deadline) =>
             {
                 record = back;
                 thread::sleep(Duration::from_millis(5));
