@@ -32,7 +32,8 @@ pub use file::{
 pub use kafka::util as kafka_util;
 #[cfg(feature = "kafka")]
 pub use kafka::{
-    Deliveries, KafkaClients, KafkaConfig, KafkaLog, SendRecord, is_secret, validate_topic,
+    Deliveries, KafkaClients, KafkaConfig, KafkaLog, ReportTo, SendRecord, is_secret,
+    validate_topic,
 };
 pub use logged::{CheckpointPolicy, CommitPolicy, LoggedStore, LoggedStoreConfig};
 pub use memory::{DEFAULT_MEMORY_MAX_RECORD_LEN, MemoryLog};

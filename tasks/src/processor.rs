@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::message::{BorrowedMessage, Headers, Message};
@@ -151,14 +152,19 @@ impl<'a> TaskContext<'a> {
     /// [`send_record`](TaskContext::send_record) also sets headers, a partition or a
     /// timestamp.
     pub fn send(&self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
-        let mut record = OutputRecord::new(topic);
+        let mut outputs = self.outputs.borrow_mut();
+        let topic = match outputs.last() {
+            Some(last) if last.topic() == topic => last.shared_topic(),
+            _ => Arc::from(topic),
+        };
+        let mut record = OutputRecord::to_shared(topic);
         if let Some(key) = key {
             record = record.key(key);
         }
         if let Some(value) = value {
             record = record.value(value);
         }
-        self.outputs.borrow_mut().push(record);
+        outputs.push(record);
     }
 
     /// Sends `record` once the processor returns, as [`send`](TaskContext::send) does.

@@ -377,3 +377,52 @@ fn an_output_to_a_partition_the_topic_lacks_is_a_typed_error() {
         }
     }
 }
+
+/// Outputs to two topics in turn, several to one topic in a row, each land in the topic they
+/// were sent to (outputs in a row to one topic share its name), all of them and once.
+#[test]
+fn outputs_to_topics_in_turn_land_each_in_its_own_topic() {
+    let Some(bootstrap) = bootstrap("outputs_to_topics_in_turn_land_each_in_its_own_topic") else {
+        return;
+    };
+    let (app_id, input) = (unique("turn-app"), unique("turn-input"));
+    let (first, second) = (unique("turn-first"), unique("turn-second"));
+    for topic in [&input, &first, &second] {
+        create_topic(&bootstrap, topic, PARTITIONS as i32);
+    }
+    let records: Vec<(String, Vec<OwnedHeader>)> =
+        (0..50).map(|i| (format!("key-{i}"), Vec::new())).collect();
+    produce_keys(&bootstrap, &input, PARTITIONS, &records);
+
+    let dir = tempfile::tempdir().expect("dir");
+    let mut app =
+        Application::new(config(&bootstrap, &app_id, &input, dir.path())).expect("application");
+    let mut processor = |ctx: &mut ProcessorContext<'_>| -> store_api::Result<()> {
+        ctx.send(&first, ctx.key(), Some(b"first-1"));
+        ctx.send(&first, ctx.key(), Some(b"first-2"));
+        ctx.send(&second, ctx.key(), Some(b"second"));
+        ctx.send(&first, ctx.key(), Some(b"first-3"));
+        Ok(())
+    };
+    process(&mut app, &mut processor, 50);
+    app.close().expect("close");
+
+    let values = |topic: &str, expected: usize| -> BTreeMap<Vec<u8>, usize> {
+        let mut counts = BTreeMap::new();
+        for message in read_topic(&bootstrap, topic, PARTITIONS, expected) {
+            *counts
+                .entry(message.payload().unwrap_or_default().to_vec())
+                .or_insert(0) += 1;
+        }
+        counts
+    };
+    let expected_first: BTreeMap<Vec<u8>, usize> = [b"first-1", b"first-2", b"first-3"]
+        .iter()
+        .map(|value| (value.to_vec(), 50))
+        .collect();
+    assert_eq!(values(&first, 150), expected_first);
+    assert_eq!(
+        values(&second, 50),
+        BTreeMap::from([(b"second".to_vec(), 50)])
+    );
+}

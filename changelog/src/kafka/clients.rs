@@ -21,7 +21,7 @@ use super::KafkaLog;
 use super::admin;
 use super::config::{self, KafkaConfig};
 use super::error::convert;
-use super::producer::{self, Deliveries, Delivery, PolledProducer};
+use super::producer::{self, Deliveries, PolledProducer, ReportTo};
 use super::readers::ReaderPool;
 use super::transactions::Transactions;
 
@@ -366,19 +366,19 @@ impl KafkaClients {
             timestamp: None,
             headers: None,
         };
-        self.send_record(record, deliveries)
+        self.send_record(record, &ReportTo::new(deliveries))
     }
 
     /// Queues `record` on the shared producer (the transactional one, in its open
-    /// transaction, on transactional clients) and returns at once; `deliveries` learns
-    /// whether it was delivered. Waits while librdkafka's queue is full, up to the produce
-    /// timeout.
+    /// transaction, on transactional clients) and returns at once; the [`Deliveries`] of
+    /// `report_to` learn whether it was delivered. Waits while librdkafka's queue is full, up
+    /// to the produce timeout.
     ///
     /// # Errors
     /// A record refused at once (larger than `message.max.bytes`, a bad topic name, a
     /// partition the topic is known not to have): `InvalidArgument` or `Backend`; `Timeout`
     /// when the queue stays full.
-    pub fn send_record(&self, record: SendRecord<'_>, deliveries: &Arc<Deliveries>) -> Result<()> {
+    pub fn send_record(&self, record: SendRecord<'_>, report_to: &ReportTo) -> Result<()> {
         let SendRecord {
             topic,
             partition,
@@ -391,9 +391,10 @@ impl KafkaClients {
             Some(transactions) => transactions.begun(&self.inner.base)?,
             None => self.producer()?,
         };
-        let deadline = Instant::now() + self.inner.produce_timeout;
-        let mut record: BaseRecord<'_, [u8], [u8], Arc<Delivery>> =
-            BaseRecord::with_opaque_to(topic, Arc::new(Delivery::Send(Arc::clone(deliveries))));
+        let timeout = self.inner.produce_timeout;
+        let deliveries = report_to.deliveries();
+        let mut record: BaseRecord<'_, [u8], [u8], Arc<producer::Delivery>> =
+            BaseRecord::with_opaque_to(topic, Arc::clone(&report_to.delivery));
         if let Some(partition) = partition {
             let partition = i32::try_from(partition).map_err(|_| {
                 Error::invalid(format!(
@@ -415,7 +416,7 @@ impl KafkaClients {
             record = record.headers(headers);
         }
         deliveries.sending();
-        producer::send(&producer, record, deadline).map_err(|err| {
+        producer::send(&producer, record, || Instant::now() + timeout).map_err(|err| {
             deliveries.reported(None);
             let doing = format!("queueing a record to {topic}");
             // A transactional producer that failed for good refuses every record with a

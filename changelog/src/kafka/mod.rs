@@ -46,7 +46,7 @@ use store_api::{BatchOp, Error, Result};
 
 pub use clients::{KafkaClients, SendRecord};
 pub use config::{KafkaConfig, is_secret, validate_topic};
-pub use producer::Deliveries;
+pub use producer::{Deliveries, ReportTo};
 
 /// Not part of the API: the admin client's `block_on`, the conversion of librdkafka errors and
 /// the retry of retriable ones, for the workspace's tasks crate, which talks to the same
@@ -92,6 +92,9 @@ pub struct KafkaLog {
     /// Where and how this log's records are appended; serializes appends, so one call's
     /// records stay consecutive.
     appender: Mutex<Appender>,
+    /// The appender's largest record, read on every buffered write: kept out of its lock,
+    /// which a commit holds while it waits for the brokers.
+    max_record_len: usize,
     reader: Mutex<Reader>,
     /// The writer epoch stamped on appended records (0: none).
     epoch: AtomicU64,
@@ -146,6 +149,7 @@ impl KafkaLog {
             config,
             topic: topic.to_owned(),
             partition,
+            max_record_len: appender.max_record_len(),
             appender: Mutex::new(appender),
             reader: Mutex::new(reader),
             epoch: AtomicU64::new(0),
@@ -183,7 +187,7 @@ impl Changelog for KafkaLog {
     }
 
     fn max_record_len(&self) -> usize {
-        self.appender.lock().max_record_len()
+        self.max_record_len
     }
 
     fn append_framed(&self, ops: &[BatchOp], framing: Framing) -> Result<Range<u64>> {

@@ -16,7 +16,7 @@
 
 use std::ops::{Deref, Range};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -263,24 +263,27 @@ impl Drop for PolledProducer {
     }
 }
 
-/// Hands `record` to librdkafka, waiting while its queue is full until `deadline`.
+/// Hands `record` to librdkafka, waiting while its queue is full until the instant
+/// `deadline` gives, asked for only when the queue is full (reading the clock for every
+/// record cost more than the rest of this function).
 ///
 /// # Errors
 /// The producer's refusal: the queue still full at the deadline, or a record it cannot send.
 pub fn send<K, P>(
     producer: &BaseProducer<DeliveryContext>,
     mut record: BaseRecord<'_, K, P, Arc<Delivery>>,
-    deadline: Instant,
+    deadline: impl Fn() -> Instant,
 ) -> std::result::Result<(), KafkaError>
 where
     K: ToBytes + ?Sized,
     P: ToBytes + ?Sized,
 {
+    let mut until = None;
     loop {
         match producer.send(record) {
             Ok(()) => return Ok(()),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                if Instant::now() < deadline =>
+                if Instant::now() < *until.get_or_insert_with(&deadline) =>
             {
                 record = back;
                 thread::sleep(Duration::from_millis(5));
@@ -430,7 +433,8 @@ impl Appender {
         if let Some(value) = op.value() {
             record = record.payload(value);
         }
-        send(producer, record, deadline).map_err(|err| convert("queueing a changelog record", err))
+        send(producer, record, || deadline)
+            .map_err(|err| convert("queueing a changelog record", err))
     }
 
     fn doing(&self, count: usize) -> String {
@@ -445,13 +449,15 @@ impl Appender {
 /// still in flight, how many failed, and the first failure.
 #[derive(Debug, Default)]
 pub struct Deliveries {
+    /// Records sent and not reported yet: counted without the lock, which only a failure
+    /// and the last report take, so a record costs no lock on either side.
+    in_flight: AtomicU64,
     state: Mutex<DeliveryState>,
     all_reported: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct DeliveryState {
-    in_flight: u64,
     failed: u64,
     first_failure: Option<String>,
     /// Every failure since the last [`Deliveries::forget_failures`] was a timeout (or a purge
@@ -512,16 +518,18 @@ impl Deliveries {
     pub fn wait(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let mut state = self.state.lock();
-        while state.in_flight > 0 {
+        // A report that brings the count to zero notifies under the lock, so it cannot fall
+        // between this look and the wait.
+        while self.in_flight.load(Ordering::Acquire) > 0 {
             if self
                 .all_reported
                 .wait_until(&mut state, deadline)
                 .timed_out()
-                && state.in_flight > 0
+                && self.in_flight.load(Ordering::Acquire) > 0
             {
                 return Err(Error::Timeout(format!(
                     "kafka did not report the delivery of {} records within {timeout:?}",
-                    state.in_flight
+                    self.in_flight.load(Ordering::Acquire)
                 )));
             }
         }
@@ -529,19 +537,87 @@ impl Deliveries {
     }
 
     pub(super) fn sending(&self) {
-        self.state.lock().in_flight += 1;
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
     }
 
     /// A record's report: `failure` describes it, and says whether it timed out, when it was
     /// not delivered.
     pub(super) fn reported(&self, failure: Option<(String, bool)>) {
-        let mut state = self.state.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
         if let Some((what, timeout)) = failure {
-            state.fail(what, timeout);
+            self.state.lock().fail(what, timeout);
         }
-        if state.in_flight == 0 {
+        let before = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .unwrap_or(0);
+        if before <= 1 {
+            let _state = self.state.lock();
             self.all_reported.notify_all();
         }
+    }
+}
+
+/// Where the delivery reports of records sent with
+/// [`KafkaClients::send_record`](super::KafkaClients::send_record) go: made once for a
+/// [`Deliveries`] and shared by its records, each of which holds a reference, not an
+/// allocation of its own.
+#[derive(Clone)]
+pub struct ReportTo {
+    pub(super) delivery: Arc<Delivery>,
+    deliveries: Arc<Deliveries>,
+}
+
+impl ReportTo {
+    /// Reports to `deliveries`.
+    pub fn new(deliveries: &Arc<Deliveries>) -> ReportTo {
+        ReportTo {
+            delivery: Arc::new(Delivery::Send(Arc::clone(deliveries))),
+            deliveries: Arc::clone(deliveries),
+        }
+    }
+
+    /// The deliveries the reports go to.
+    pub fn deliveries(&self) -> &Arc<Deliveries> {
+        &self.deliveries
+    }
+}
+
+impl std::fmt::Debug for ReportTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReportTo").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deliveries_wait_for_every_report_and_keep_the_first_failure() {
+        let deliveries = Arc::new(Deliveries::default());
+        deliveries.sending();
+        deliveries.sending();
+        deliveries.reported(None);
+        let waited = deliveries.wait(Duration::from_millis(20));
+        assert!(
+            matches!(waited, Err(Error::Timeout(_))),
+            "one record unreported: {waited:?}"
+        );
+        // The last report comes from another thread while `wait` sleeps, as librdkafka's do.
+        let reporter = {
+            let deliveries = Arc::clone(&deliveries);
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(50));
+                deliveries.reported(Some(("lost".to_owned(), false)));
+            })
+        };
+        deliveries
+            .wait(Duration::from_secs(10))
+            .expect("every record reported");
+        reporter.join().expect("reporter");
+        assert_eq!(deliveries.failed(), 1);
+        assert_eq!(deliveries.first_failure().as_deref(), Some("lost"));
+        assert!(!deliveries.only_timeouts());
+        deliveries.wait(Duration::ZERO).expect("nothing in flight");
     }
 }

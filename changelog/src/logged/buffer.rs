@@ -1,7 +1,6 @@
 //! The write buffer of a [`LoggedStore`](super::LoggedStore): the writes since the last commit.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -51,26 +50,22 @@ impl WriteBuffer {
     }
 
     /// Buffers a put (`Some`) or a delete (`None`) of `key`, as [`insert`](Self::insert),
-    /// copying from borrowed bytes. The map is searched once; a value already buffered for
-    /// the key is overwritten in its own allocation when the new one fits, so rewriting a
-    /// hot key allocates only the probe key.
+    /// copying from borrowed bytes. A value already buffered for the key is overwritten in
+    /// its own allocation when the new one fits, so rewriting a hot key allocates nothing;
+    /// only a key new to the buffer is copied (and the map searched a second time).
     pub(super) fn insert_copy(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.active_bytes += entry_bytes(key.len(), value);
-        match self.active.entry(key.to_vec()) {
-            Entry::Vacant(vacant) => {
-                vacant.insert(value.map(<[u8]>::to_vec));
+        let Some(slot) = self.active.get_mut(key) else {
+            self.active.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+            return;
+        };
+        self.active_bytes -= entry_bytes(key.len(), slot.as_deref());
+        match (slot, value) {
+            (Some(old), Some(value)) => {
+                old.clear();
+                old.extend_from_slice(value);
             }
-            Entry::Occupied(mut occupied) => {
-                let slot = occupied.get_mut();
-                self.active_bytes -= entry_bytes(key.len(), slot.as_deref());
-                match (slot, value) {
-                    (Some(old), Some(value)) => {
-                        old.clear();
-                        old.extend_from_slice(value);
-                    }
-                    (slot, value) => *slot = value.map(<[u8]>::to_vec),
-                }
-            }
+            (slot, value) => *slot = value.map(<[u8]>::to_vec),
         }
     }
 

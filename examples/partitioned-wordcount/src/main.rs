@@ -21,6 +21,7 @@ mod serve;
 mod text;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -375,7 +376,7 @@ fn run(command: Command) -> Result<()> {
             let mut counts = BTreeMap::new();
             for line in 0..lines {
                 for word in text::line(seed, line) {
-                    *counts.entry(key_of(&store, word)).or_insert(0) += 1;
+                    *counts.entry(key_of(&store, word).to_owned()).or_insert(0) += 1;
                 }
             }
             print(&counts)
@@ -413,11 +414,14 @@ fn kill_in_nth_commit(nth: u64) -> Result<()> {
     .map_err(Error::invalid)
 }
 
-/// The key a word is counted under in `store`.
-fn key_of(store: &str, word: &str) -> String {
+/// The key a word is counted under in `store`: the word, or its first letter.
+fn key_of<'w>(store: &str, word: &'w str) -> &'w str {
     match store {
-        "letters" => word.chars().next().map(String::from).unwrap_or_default(),
-        _ => word.to_owned(),
+        "letters" => word
+            .chars()
+            .next()
+            .map_or("", |first| &word[..first.len_utf8()]),
+        _ => word,
     }
 }
 
@@ -525,7 +529,7 @@ fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
 /// order of [`STORES`]).
 fn count(ctx: &mut ProcessorContext<'_>, stores: &[StoreHandle<TaskKv>]) -> Result<()> {
     fail::fail_point!("process-record");
-    let word = String::from_utf8_lossy(ctx.key().unwrap_or_default()).into_owned();
+    let word = String::from_utf8_lossy(ctx.key().unwrap_or_default());
     for (store, handle) in STORES.iter().zip(stores) {
         let key = key_of(store, &word);
         let handle = ctx.store_of(handle)?;
@@ -572,6 +576,8 @@ fn instance(
         let handles = handles.clone();
         let output_topic = output_topic.clone();
         let mut first = true;
+        // The output's value, written again for each record: no allocation per record.
+        let mut value = String::new();
         move |ctx: &mut ProcessorContext<'_>| {
             if std::mem::take(&mut first) {
                 eprintln!("first record of {task} at {} ms", unix_ms());
@@ -583,7 +589,8 @@ fn instance(
                 }
             }
             if let Some(topic) = &output_topic {
-                let value = format!("{}:{}", ctx.partition(), ctx.offset());
+                value.clear();
+                let _infallible = write!(value, "{}:{}", ctx.partition(), ctx.offset());
                 ctx.send(topic, ctx.key(), Some(value.as_bytes()));
             }
             count(ctx, &handles)

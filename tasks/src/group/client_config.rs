@@ -21,6 +21,15 @@ const STATISTICS_INTERVAL_MS: &str = "5000";
 /// consumer, which Kafka Streams uses, has no such pause.
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
+/// The group consumer's `queued.min.messages`, unless the properties say otherwise: how many
+/// fetched records librdkafka keeps ready before it stops fetching (until
+/// [`FETCH_QUEUE_BACKOFF_MS`] later). librdkafka's default, 100 000, held 100 000 records of
+/// a few dozen bytes each, with an operation and a buffer reference per record, ready at all
+/// times: about 28 MiB of the instance's peak RSS (149 to 121 MiB in the partitioned word
+/// count). 20 000 records are 20 ms of work at a million records a second, twice the
+/// fetch backoff, so the instance does not wait for them.
+const QUEUED_MIN_MESSAGES: &str = "20000";
+
 /// What every `client.id` of this instance starts with: `<client_id>-<instance id>`, the
 /// client id defaulting to the application id and the instance id to the
 /// `group_instance_id`, or else to 16 hex digits made from the clock and the process, so no
@@ -78,6 +87,9 @@ pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
     }
     if client.get("fetch.queue.backoff.ms").is_none() {
         client.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
+    }
+    if client.get("queued.min.messages").is_none() {
+        client.set("queued.min.messages", QUEUED_MIN_MESSAGES);
     }
     client
         .set("group.id", &config.application_id)
@@ -171,6 +183,18 @@ mod tests {
             .insert("fetch.queue.backoff.ms".into(), "1000".into());
         let client = consumer_config(&config);
         assert_eq!(client.get("fetch.queue.backoff.ms"), Some("1000"));
+    }
+
+    #[test]
+    fn the_group_consumer_keeps_fewer_records_ready_unless_the_properties_say_otherwise() {
+        let mut config = TasksConfig::default();
+        let client = consumer_config(&config);
+        assert_eq!(client.get("queued.min.messages"), Some("20000"));
+        config
+            .properties
+            .insert("queued.min.messages".into(), "100000".into());
+        let client = consumer_config(&config);
+        assert_eq!(client.get("queued.min.messages"), Some("100000"));
     }
 
     #[test]

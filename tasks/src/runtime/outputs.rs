@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use rdkafka::message::{Header, OwnedHeaders};
-use statestore_changelog::{Deliveries, KafkaClients, SendRecord};
+use statestore_changelog::{Deliveries, KafkaClients, ReportTo, SendRecord};
 use store_api::{Error, ErrorKind, Result};
 
 use crate::config::ProductionErrorPolicy;
@@ -42,7 +42,10 @@ use crate::group::partitioner::KeyPartitioner;
 /// ```
 #[derive(Debug, Clone)]
 pub struct OutputRecord {
-    topic: String,
+    /// Shared with the outputs before it to the same topic (see
+    /// [`TaskContext::send`](crate::TaskContext::send)): one allocation per batch, not per
+    /// record.
+    topic: Arc<str>,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     partition: Option<u32>,
@@ -56,8 +59,13 @@ pub(crate) type Output = OutputRecord;
 impl OutputRecord {
     /// A record to `topic` with a null key and a null value.
     pub fn new(topic: impl Into<String>) -> OutputRecord {
+        OutputRecord::to_shared(Arc::from(topic.into()))
+    }
+
+    /// A record to `topic`, a name shared with other records.
+    pub(crate) fn to_shared(topic: Arc<str>) -> OutputRecord {
         OutputRecord {
-            topic: topic.into(),
+            topic,
             key: None,
             value: None,
             partition: None,
@@ -119,6 +127,11 @@ impl OutputRecord {
         &self.topic
     }
 
+    /// The topic, shared.
+    pub(crate) fn shared_topic(&self) -> Arc<str> {
+        Arc::clone(&self.topic)
+    }
+
     /// Checks what can be checked before the record reaches the producer.
     ///
     /// # Errors
@@ -137,18 +150,27 @@ impl OutputRecord {
 /// The outputs of the instance's tasks, sent on the instance's one producer.
 pub(crate) struct Outputs {
     deliveries: Arc<Deliveries>,
+    /// Where every output's delivery report goes: one allocation, shared by all records.
+    report_to: ReportTo,
     pending: Vec<Output>,
     policy: ProductionErrorPolicy,
     partitioner: KeyPartitioner,
+    /// The partition counts of the output topics known to the brokers: the clients keep them
+    /// too, but behind a lock and a hash of the name, which cost more than the rest of
+    /// placing a record. Instances write to a few topics, so a list is searched.
+    partition_counts: Vec<(String, u32)>,
 }
 
 impl Outputs {
     pub fn new(policy: ProductionErrorPolicy, partitioner: KeyPartitioner) -> Outputs {
+        let deliveries = Arc::default();
         Outputs {
-            deliveries: Arc::default(),
+            report_to: ReportTo::new(&deliveries),
+            deliveries,
             pending: Vec::new(),
             policy,
             partitioner,
+            partition_counts: Vec::new(),
         }
     }
 
@@ -175,7 +197,7 @@ impl Outputs {
     /// `Backend` when the brokers do not give a topic's partition count.
     pub fn send(&mut self, clients: &KafkaClients) -> Result<()> {
         let mut pending = std::mem::take(&mut self.pending).into_iter();
-        while let Some(output) = pending.next() {
+        while let Some(mut output) = pending.next() {
             let placed = match self.place(clients, &output) {
                 Ok(placed) => placed,
                 Err(err) => {
@@ -184,14 +206,13 @@ impl Outputs {
                     return Err(err);
                 }
             };
-            let topic = output.topic.clone();
-            let sent = placed.and_then(|partition| self.hand_over(clients, output, partition));
+            let sent = placed.and_then(|partition| self.hand_over(clients, &mut output, partition));
             if let Err(err) = sent {
                 if err.kind() == ErrorKind::Timeout {
                     // The queue stayed full: the brokers are slow, not refusing the record.
                     return Err(err);
                 }
-                let what = format!("output record to {topic} was refused: {err}");
+                let what = format!("output record to {} was refused: {err}", output.topic);
                 self.deliveries.record_failure(what.clone());
                 match self.policy {
                     ProductionErrorPolicy::Fail => return Err(Error::invalid(what)),
@@ -205,11 +226,11 @@ impl Outputs {
     /// The partition `output` goes to: its own, checked against the topic's partition count,
     /// or its key's; `None` to leave it to librdkafka. The outer error is the brokers' failure
     /// to give the partition count, the inner one a partition the topic does not have.
-    fn place(&self, clients: &KafkaClients, output: &Output) -> Result<Result<Option<u32>>> {
+    fn place(&mut self, clients: &KafkaClients, output: &Output) -> Result<Result<Option<u32>>> {
         if output.partition.is_none() && output.key.is_none() {
             return Ok(Ok(None));
         }
-        let Some(count) = clients.partition_count(&output.topic)? else {
+        let Some(count) = self.partition_count(clients, &output.topic)? else {
             // Unknown to the brokers: librdkafka waits for the topic, or fails the record.
             return Ok(Ok(output.partition));
         };
@@ -224,11 +245,24 @@ impl Outputs {
         })
     }
 
-    /// Queues `output` on the producer in `partition`.
+    /// `topic`'s partition count, from [`partition_counts`](Outputs::partition_counts) or
+    /// else the clients; `None` while the brokers do not know the topic.
+    fn partition_count(&mut self, clients: &KafkaClients, topic: &str) -> Result<Option<u32>> {
+        if let Some((_, count)) = self.partition_counts.iter().find(|(t, _)| t == topic) {
+            return Ok(Some(*count));
+        }
+        let count = clients.partition_count(topic)?;
+        if let Some(count) = count {
+            self.partition_counts.push((topic.to_owned(), count));
+        }
+        Ok(count)
+    }
+
+    /// Queues `output` on the producer in `partition` (its headers move to the producer).
     fn hand_over(
         &self,
         clients: &KafkaClients,
-        output: Output,
+        output: &mut Output,
         partition: Option<u32>,
     ) -> Result<()> {
         let record = SendRecord {
@@ -237,9 +271,9 @@ impl Outputs {
             key: output.key.as_deref(),
             value: output.value.as_deref(),
             timestamp: output.timestamp,
-            headers: output.headers,
+            headers: output.headers.take(),
         };
-        clients.send_record(record, &self.deliveries)
+        clients.send_record(record, &self.report_to)
     }
 
     /// Sends the pending outputs and waits until every output is acknowledged or failed.
