@@ -563,10 +563,17 @@ fn snapshot_bootstrap_figure() {
     let dirs: Vec<_> = (0..7).map(|_| tempfile::tempdir().unwrap()).collect();
     let files_store = snapshot_store(dirs[3].path(), 3);
     let export_store = snapshot_store(dirs[4].path(), 3);
+    // All bytes 7 (compressed by RocksDB to about nothing), or with
+    // `STATESTORE_SNAPSHOT_RANDOM_VALUES=1` pseudo-random bytes that do not compress.
+    let random = std::env::var("STATESTORE_SNAPSHOT_RANDOM_VALUES").is_ok_and(|on| on == "1");
+    let mut rng = StdRng::seed_from_u64(5);
     let (original, _) = open_snapshotted(dirs[0].path(), &kafka, &files_store);
     let started = Instant::now();
-    let value = [7u8; 100];
+    let mut value = [7u8; 100];
     for i in 0..keys {
+        if random {
+            rng.fill(&mut value[..]);
+        }
         original
             .store
             .put(format!("key{i:012}").as_bytes(), &value)
@@ -656,12 +663,13 @@ fn snapshot_bootstrap_figure() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     println!(
-        "snapshot figure: {keys} keys; written and committed to Kafka in {:.1}s; \
+        "snapshot figure: {keys} keys, {} values; written and committed to Kafka in {:.1}s; \
          full changelog replay (RocksDB bulk load) {:.2}s; \
          RocksDB files: {:.1} MiB taken in {:.2}s, ready in {:.2}s (download, check and open \
          {:.2}s): {:.1}x; \
          export: {:.1} MiB taken in {:.2}s, ready in {:.2}s (read and check {:.2}s, load \
          {:.2}s): {:.1}x; load average {}",
+        if random { "random" } else { "constant" },
         written.as_secs_f64(),
         replay_ready.as_secs_f64(),
         mib(files_bytes),
