@@ -3,7 +3,9 @@
 //! the changelog's tail.
 //!
 //! # Format
-//! A snapshot is one object, an engine-neutral export of every key-value pair in key order,
+//! A store that offers [`Checkpoints`](store_api::Checkpoints) (RocksDB) snapshots as its own
+//! files and a manifest (see `snapshot/files.rs`); any other store as one object, an
+//! engine-neutral export of every key-value pair in key order,
 //! read and written through the [`KeyValueStore`] API, so any backend can take or load one:
 //! ```text
 //! magic        8 bytes  "STSNAP\0\x01" (the last byte is the format version)
@@ -24,6 +26,8 @@
 //! 20 digits, so names sort by offset). Object stores make an object visible whole or not at
 //! all, so a snapshot is never seen half-written. [`SnapshotStore::retain`] keeps the newest
 //! `keep` of a partition and deletes the others.
+
+mod files;
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
@@ -97,6 +101,29 @@ impl std::fmt::Debug for SnapshotConfig {
     }
 }
 
+impl SnapshotConfig {
+    /// Checks the configuration without contacting the object store.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a URL that does not parse, names a scheme this build cannot
+    /// reach (S3 without the `s3` feature), a bad option, or `keep` 0.
+    pub fn validate(&self) -> Result<()> {
+        self.parse().map(drop)
+    }
+
+    /// The object store and prefix the configuration names, not yet contacted.
+    fn parse(&self) -> Result<(Box<dyn ObjectStore>, ObjectPath)> {
+        if self.keep == 0 {
+            return Err(Error::invalid("snapshots: `keep` must be at least 1"));
+        }
+        let bad = |err: &dyn std::fmt::Display| {
+            Error::invalid(format!("snapshots: url {:?}: {err}", self.url))
+        };
+        let url = url::Url::parse(&self.url).map_err(|err| bad(&err))?;
+        object_store::parse_url_opts(&url, self.options.iter()).map_err(|err| bad(&err))
+    }
+}
+
 impl Default for SnapshotConfig {
     fn default() -> Self {
         SnapshotConfig {
@@ -120,8 +147,16 @@ pub struct SnapshotInfo {
     pub offset: u64,
     /// The writer epoch of that commit marker (0 for a log without epochs).
     pub epoch: u64,
-    /// The object's path in the store.
+    /// The object's path in the store: the snapshot, or the manifest of a snapshot of files.
     pub path: String,
+}
+
+impl SnapshotInfo {
+    /// Whether the snapshot is a store's own files and a manifest naming them (see
+    /// [`SnapshotStore::upload_files`]), not an export of its pairs.
+    pub fn is_files(&self) -> bool {
+        self.path.ends_with(files::MANIFEST_SUFFIX)
+    }
 }
 
 /// A snapshot read and verified, ready to be loaded.
@@ -173,13 +208,7 @@ impl SnapshotStore {
     /// reach (S3 without the `s3` feature), a bad option, or `keep` 0; `Io` when the runtime
     /// cannot start.
     pub fn open(config: &SnapshotConfig) -> Result<SnapshotStore> {
-        if config.keep == 0 {
-            return Err(Error::invalid("snapshots: `keep` must be at least 1"));
-        }
-        let url = url::Url::parse(&config.url)
-            .map_err(|err| Error::invalid(format!("snapshots: url {:?}: {err}", config.url)))?;
-        let (store, prefix) = object_store::parse_url_opts(&url, config.options.iter())
-            .map_err(|err| Error::invalid(format!("snapshots: url {:?}: {err}", config.url)))?;
+        let (store, prefix) = config.parse()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -348,22 +377,27 @@ impl SnapshotStore {
         decode(info, bytes).map(Some)
     }
 
-    /// Deletes all but the newest `keep` snapshots of (`topic`, `partition`); returns how
-    /// many it deleted.
+    /// Deletes all but the newest `keep` snapshots of (`topic`, `partition`), every file of
+    /// each, and the files of any snapshot whose manifest was never written (an upload that
+    /// failed) older than the newest snapshot; returns how many snapshots it deleted.
     ///
     /// # Errors
     /// `Io` from the object store.
     pub fn retain(&self, topic: &str, partition: u32, keep: usize) -> Result<usize> {
-        let old: Vec<SnapshotInfo> = self
-            .list(topic, partition)?
-            .into_iter()
-            .skip(keep.max(1))
-            .collect();
+        let listed = self.list(topic, partition)?;
+        if let Some(newest) = listed.first() {
+            self.remove_orphan_files(topic, partition, newest.offset, &listed)?;
+        }
+        let old: Vec<SnapshotInfo> = listed.into_iter().skip(keep.max(1)).collect();
         for info in &old {
             let path = ObjectPath::from(info.path.as_str());
+            // The manifest first: the snapshot is no longer listed before its files go.
             match self.run(self.store.delete(&path)) {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(err) => return Err(object_error("deleting", &path, err)),
+            }
+            if let Some(dir) = info.is_files().then(|| files::files_dir(&path)).flatten() {
+                self.delete_files(&dir)?;
             }
             tracing::debug!(
                 topic,
@@ -373,6 +407,42 @@ impl SnapshotStore {
             );
         }
         Ok(old.len())
+    }
+}
+
+impl SnapshotStore {
+    /// Deletes the file directories of (`topic`, `partition`) below offset `below` that no
+    /// snapshot in `listed` owns.
+    fn remove_orphan_files(
+        &self,
+        topic: &str,
+        partition: u32,
+        below: u64,
+        listed: &[SnapshotInfo],
+    ) -> Result<()> {
+        let dir = self.partition_dir(topic, partition);
+        let found = self
+            .run(self.store.list_with_delimiter(Some(&dir)))
+            .map_err(|err| object_error("listing", &dir, err))?;
+        for prefix in &found.common_prefixes {
+            let Some(stem) = prefix
+                .filename()
+                .and_then(|name| name.strip_suffix(".files"))
+            else {
+                continue;
+            };
+            let owned = listed.iter().any(|info| {
+                info.path
+                    .ends_with(&format!("{stem}{}", files::MANIFEST_SUFFIX))
+            });
+            let offset = stem
+                .split_once('-')
+                .and_then(|(offset, _)| offset.parse::<u64>().ok());
+            if !owned && offset.is_some_and(|offset| offset < below) {
+                self.delete_files(prefix)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -606,7 +676,9 @@ fn split_pair(bytes: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
 
 /// The offset and epoch of a snapshot object name.
 fn parse_name(name: &str) -> Option<(u64, u64)> {
-    let stem = name.strip_suffix(".snap")?;
+    let stem = name
+        .strip_suffix(".snap")
+        .or_else(|| name.strip_suffix(files::MANIFEST_SUFFIX))?;
     let (offset, epoch) = stem.split_once('-')?;
     if offset.len() != 20 || epoch.len() != 20 {
         return None;

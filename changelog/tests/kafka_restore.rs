@@ -404,6 +404,112 @@ fn a_new_machine_loads_a_snapshot_then_replays_only_the_tail() {
     assert_eq!(user_keys(copy.store.inner().as_ref()), model);
 }
 
+/// The files of a snapshot of RocksDB's files, on disk under the `file://` object store.
+fn snapshot_files(taken: &statestore_changelog::SnapshotInfo) -> Vec<std::path::PathBuf> {
+    let manifest = Path::new("/").join(&taken.path);
+    let dir = manifest.with_extension("files");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the snapshot's files")
+        .map(|entry| entry.expect("a file").path())
+        .collect();
+    files.sort();
+    files
+}
+
+/// A snapshot of RocksDB's files with a file corrupt, a file missing or its manifest cut is
+/// not used: the new machine loads the older snapshot, and with none usable replays the
+/// whole changelog; never a wrong store.
+#[test]
+fn a_bad_snapshot_of_files_falls_back_to_an_older_one_then_to_a_replay() {
+    let Some(bootstrap) = kafka_support::bootstrap("a_bad_snapshot_of_files_falls_back") else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "fallback");
+    let (here, objects) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let snapshots = snapshot_store(objects.path(), 3);
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut model = Model::new();
+    let (original, _) = open_snapshotted(here.path(), &kafka, &snapshots);
+    write_and_commit(&original.store, &mut model, &mut rng, 5);
+    let older = original.store.snapshot().unwrap().expect("committed");
+    write_and_commit(&original.store, &mut model, &mut rng, 5);
+    let newer = original.store.snapshot().unwrap().expect("committed");
+    write_and_commit(&original.store, &mut model, &mut rng, 2);
+    drop(original);
+    assert!(older.is_files() && newer.is_files());
+
+    let open_elsewhere = |expected: Option<&statestore_changelog::SnapshotInfo>| {
+        let there = tempfile::tempdir().unwrap();
+        let (copy, _) = open_snapshotted(there.path(), &kafka, &snapshots);
+        assert_eq!(copy.store.bootstrapped_from(), expected);
+        assert_eq!(user_keys(copy.store.inner().as_ref()), model);
+    };
+    open_elsewhere(Some(&newer));
+
+    let manifest = Path::new("/").join(&newer.path);
+    let good_manifest = std::fs::read(&manifest).unwrap();
+    let files = snapshot_files(&newer);
+    let sst = files
+        .iter()
+        .find(|file| file.extension().is_some_and(|ext| ext == "sst"))
+        .expect("an SST file")
+        .clone();
+    let good_sst = std::fs::read(&sst).unwrap();
+
+    // A byte of an SST file flipped: its CRC-32C is wrong.
+    let mut bad = good_sst.clone();
+    let middle = bad.len() / 2;
+    bad[middle] ^= 0x01;
+    std::fs::write(&sst, &bad).unwrap();
+    open_elsewhere(Some(&older));
+    std::fs::write(&sst, &good_sst).unwrap();
+    open_elsewhere(Some(&newer));
+
+    // A file missing.
+    std::fs::remove_file(&sst).unwrap();
+    open_elsewhere(Some(&older));
+    std::fs::write(&sst, &good_sst).unwrap();
+
+    // The manifest cut short.
+    std::fs::write(&manifest, &good_manifest[..good_manifest.len() - 7]).unwrap();
+    open_elsewhere(Some(&older));
+
+    // The older one corrupt too (its manifest's last byte): the whole changelog is replayed.
+    let older_manifest = Path::new("/").join(&older.path);
+    let mut bad = std::fs::read(&older_manifest).unwrap();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x01;
+    std::fs::write(&older_manifest, &bad).unwrap();
+    open_elsewhere(None);
+}
+
+/// Retention deletes every file of an old snapshot of RocksDB's files, not only its manifest.
+#[test]
+fn retention_deletes_every_file_of_an_old_snapshot() {
+    let Some(bootstrap) = kafka_support::bootstrap("retention_deletes_every_file") else {
+        return;
+    };
+    let kafka = kafka_support::config(&bootstrap, "retained");
+    let (here, objects) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let snapshots = snapshot_store(objects.path(), 2);
+    let mut rng = StdRng::seed_from_u64(13);
+    let mut model = Model::new();
+    let (original, _) = open_snapshotted(here.path(), &kafka, &snapshots);
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        write_and_commit(&original.store, &mut model, &mut rng, 2);
+        taken.push(original.store.snapshot().unwrap().expect("committed"));
+    }
+    let listed = snapshots.list(&taken[0].topic, 0).unwrap();
+    assert_eq!(listed, vec![taken[2].clone(), taken[1].clone()]);
+    let oldest = Path::new("/").join(&taken[0].path);
+    assert!(!oldest.exists(), "the manifest is deleted");
+    let files = oldest.with_extension("files");
+    let left = std::fs::read_dir(&files).map_or(0, |entries| entries.count());
+    assert_eq!(left, 0, "every file of {} is deleted", files.display());
+    assert!(!snapshot_files(&taken[1]).is_empty());
+}
+
 /// The store's pairs without the fence's [`EPOCH_KEY`], which the model does not hold.
 fn user_keys(store: &dyn KeyValueStore) -> Model {
     let mut pairs = scan(store);
@@ -411,10 +517,38 @@ fn user_keys(store: &dyn KeyValueStore) -> Model {
     pairs
 }
 
+/// A snapshot store in `dir`.
+fn snapshot_store(dir: &Path, keep: usize) -> Arc<statestore_changelog::SnapshotStore> {
+    Arc::new(
+        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
+            url: format!("file://{}", dir.display()),
+            keep,
+            ..statestore_changelog::SnapshotConfig::default()
+        })
+        .expect("a snapshot store"),
+    )
+}
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => bytes_under(&entry.path()),
+                    _ => entry.metadata().map_or(0, |meta| meta.len()),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// The figure of `docs/durability.md` ("Snapshots"): a store of `STATESTORE_SNAPSHOT_KEYS`
-/// keys (default 1 000 000; 100-byte values) on a new machine, ready from a snapshot and an
-/// empty tail vs. a replay of the whole changelog, in one run. Run with
-/// `cargo test -p statestore-changelog --test kafka_restore snapshot_bootstrap_figure -- --ignored --nocapture`.
+/// keys (default 1 000 000; 100-byte values) on a new machine, ready from a snapshot of
+/// RocksDB's files and an empty tail, from an engine-neutral export and an empty tail, and by
+/// a replay of the whole changelog, in one run. Run with
+/// `cargo test --release -p statestore-changelog --test kafka_restore snapshot_bootstrap_figure -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement: run it by hand with --ignored"]
 fn snapshot_bootstrap_figure() {
@@ -426,18 +560,20 @@ fn snapshot_bootstrap_figure() {
         .and_then(|keys| keys.parse().ok())
         .unwrap_or(1_000_000);
     let kafka = kafka_support::config(&bootstrap, "figure");
-    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-    let snapshots = Arc::new(
-        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
-            url: format!("file://{}", dirs[3].path().display()),
-            ..statestore_changelog::SnapshotConfig::default()
-        })
-        .unwrap(),
-    );
-    let (original, _) = open_snapshotted(dirs[0].path(), &kafka, &snapshots);
+    let dirs: Vec<_> = (0..7).map(|_| tempfile::tempdir().unwrap()).collect();
+    let files_store = snapshot_store(dirs[3].path(), 3);
+    let export_store = snapshot_store(dirs[4].path(), 3);
+    // All bytes 7 (compressed by RocksDB to about nothing), or with
+    // `STATESTORE_SNAPSHOT_RANDOM_VALUES=1` pseudo-random bytes that do not compress.
+    let random = std::env::var("STATESTORE_SNAPSHOT_RANDOM_VALUES").is_ok_and(|on| on == "1");
+    let mut rng = StdRng::seed_from_u64(5);
+    let (original, _) = open_snapshotted(dirs[0].path(), &kafka, &files_store);
     let started = Instant::now();
-    let value = [7u8; 100];
+    let mut value = [7u8; 100];
     for i in 0..keys {
+        if random {
+            rng.fill(&mut value[..]);
+        }
         original
             .store
             .put(format!("key{i:012}").as_bytes(), &value)
@@ -450,21 +586,53 @@ fn snapshot_bootstrap_figure() {
     let written = started.elapsed();
     let started = Instant::now();
     let taken = original.store.snapshot().unwrap().expect("committed");
-    let snapshot_took = started.elapsed();
+    let files_took = started.elapsed();
+    assert!(taken.is_files());
+    // The engine-neutral export of the same state, as any other backend's snapshot.
+    let started = Instant::now();
+    let body = statestore_changelog::export_snapshot(
+        &taken.topic,
+        0,
+        taken.offset,
+        taken.epoch,
+        original.store.inner().as_ref(),
+    )
+    .unwrap();
+    let exported = export_store
+        .upload(&taken.topic, 0, taken.offset, taken.epoch, body)
+        .unwrap();
+    let export_took = started.elapsed();
     drop(original);
-    let bytes = std::fs::metadata(Path::new("/").join(&taken.path))
-        .unwrap()
-        .len();
+    let files_bytes = bytes_under(dirs[3].path());
+    let export_bytes = bytes_under(dirs[4].path());
 
     let started = Instant::now();
-    let (from_snapshot, restore) = open_snapshotted(dirs[1].path(), &kafka, &snapshots);
-    let snapshot_ready = started.elapsed();
-    assert_eq!(from_snapshot.store.bootstrapped_from(), Some(&taken));
+    let (from_files, restore) = open_snapshotted(dirs[1].path(), &kafka, &files_store);
+    let files_ready = started.elapsed();
+    assert_eq!(from_files.store.bootstrapped_from(), Some(&taken));
     assert_eq!(restore.records, 0, "an empty tail");
-
-    // The snapshot's share of that: read and verified, then bulk-loaded into another store.
+    // The files' share of that: downloaded and checked into another store, and opened.
+    let scratch = tempfile::tempdir().unwrap();
+    let rocksdb = statestore::open("rocksdb", scratch.path(), &serde_json::Value::Null).unwrap();
     let started = Instant::now();
-    let snapshot = snapshots.read(&taken).unwrap().expect("present");
+    assert!(
+        files_store
+            .restore_files(&taken, rocksdb.checkpoints().expect("rocksdb checkpoints"))
+            .unwrap()
+    );
+    let files_restore_took = started.elapsed();
+    drop(rocksdb);
+
+    let started = Instant::now();
+    let (from_export, restore) = open_snapshotted(dirs[2].path(), &kafka, &export_store);
+    let export_ready = started.elapsed();
+    assert_eq!(from_export.store.bootstrapped_from(), Some(&exported));
+    assert_eq!(
+        restore.records, 1,
+        "a tail of one record: the fence of the machine before"
+    );
+    let started = Instant::now();
+    let snapshot = export_store.read(&exported).unwrap().expect("present");
     let read_took = started.elapsed();
     let started = Instant::now();
     let scratch = tempfile::tempdir().unwrap();
@@ -472,20 +640,14 @@ fn snapshot_bootstrap_figure() {
     snapshot.load_into(rocksdb.as_ref()).unwrap();
     rocksdb.flush().unwrap();
     let load_took = started.elapsed();
-    drop(rocksdb);
-    let none = tempfile::tempdir().unwrap();
-    let no_snapshots = Arc::new(
-        statestore_changelog::SnapshotStore::open(&statestore_changelog::SnapshotConfig {
-            url: format!("file://{}", none.path().display()),
-            ..statestore_changelog::SnapshotConfig::default()
-        })
-        .unwrap(),
-    );
+    drop((rocksdb, snapshot));
+
+    let no_snapshots = snapshot_store(dirs[5].path(), 3);
     let started = Instant::now();
-    let (replayed, _) = open_snapshotted(dirs[2].path(), &kafka, &no_snapshots);
+    let (replayed, _) = open_snapshotted(dirs[6].path(), &kafka, &no_snapshots);
     let replay_ready = started.elapsed();
-    // Every key and the epoch keys of the two fences before it.
-    assert_eq!(replayed.store.restored().records, keys + 2);
+    // Every key and the epoch keys of the three fences before it.
+    assert_eq!(replayed.store.restored().records, keys + 3);
     let count = |machine: &Machine| {
         machine
             .store
@@ -495,22 +657,32 @@ fn snapshot_bootstrap_figure() {
             .count()
     };
     // The fence's epoch key besides the user's.
-    assert_eq!(count(&from_snapshot), keys as usize + 1);
-    assert_eq!(count(&replayed), keys as usize + 1);
+    for machine in [&from_files, &from_export, &replayed] {
+        assert_eq!(count(machine), keys as usize + 1);
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     println!(
-        "snapshot figure: {keys} keys; written and committed to Kafka in {:.1}s; snapshot of \
-         {:.1} MiB taken in {:.2}s; ready from the snapshot (RocksDB bulk load) + empty tail \
-         in {:.2}s (of which the snapshot's read and check {:.2}s, its load {:.2}s); full \
-         changelog replay (RocksDB bulk load) in {:.2}s: {:.1}x; load average {}",
+        "snapshot figure: {keys} keys, {} values; written and committed to Kafka in {:.1}s; \
+         full changelog replay (RocksDB bulk load) {:.2}s; \
+         RocksDB files: {:.1} MiB taken in {:.2}s, ready in {:.2}s (download, check and open \
+         {:.2}s): {:.1}x; \
+         export: {:.1} MiB taken in {:.2}s, ready in {:.2}s (read and check {:.2}s, load \
+         {:.2}s): {:.1}x; load average {}",
+        if random { "random" } else { "constant" },
         written.as_secs_f64(),
-        bytes as f64 / f64::from(1 << 20),
-        snapshot_took.as_secs_f64(),
-        snapshot_ready.as_secs_f64(),
+        replay_ready.as_secs_f64(),
+        mib(files_bytes),
+        files_took.as_secs_f64(),
+        files_ready.as_secs_f64(),
+        files_restore_took.as_secs_f64(),
+        replay_ready.as_secs_f64() / files_ready.as_secs_f64(),
+        mib(export_bytes),
+        export_took.as_secs_f64(),
+        export_ready.as_secs_f64(),
         read_took.as_secs_f64(),
         load_took.as_secs_f64(),
-        replay_ready.as_secs_f64(),
-        replay_ready.as_secs_f64() / snapshot_ready.as_secs_f64(),
+        replay_ready.as_secs_f64() / export_ready.as_secs_f64(),
         load.trim()
     );
 }

@@ -357,6 +357,11 @@ impl KeyValueStore for MeteredStore {
         self.inner.bulk_loader()
     }
 
+    /// The wrapped store's checkpoints, unmeasured.
+    fn checkpoints(&self) -> Option<&dyn store_api::Checkpoints> {
+        self.inner.checkpoints()
+    }
+
     fn write(&self, batch: WriteBatch) -> Result<()> {
         if self.mode != Mode::Off {
             self.batch_records.increment(batch.len() as u64);

@@ -5,7 +5,8 @@
 //!   backend meets and the `statestore-conformance` suite checks;
 //! - [`WriteBatch`], writes as data, applied atomically;
 //! - [`Error`], the one error type, with an [`ErrorKind`] per failure class;
-//! - [`Capabilities`], the optional behaviour a backend declares;
+//! - [`Capabilities`], the optional behaviour a backend declares, and [`Checkpoints`], the
+//!   optional copy of a store as its own files;
 //! - [`BackendFactory`], which opens a backend by name with options from configuration.
 //!
 //! ```
@@ -23,6 +24,7 @@ mod batch;
 pub mod bounds;
 mod bulk;
 mod capabilities;
+mod checkpoint;
 mod error;
 mod factory;
 mod inverted;
@@ -33,6 +35,7 @@ mod store_dir;
 pub use batch::{BatchOp, WriteBatch};
 pub use bulk::BulkLoader;
 pub use capabilities::Capabilities;
+pub use checkpoint::Checkpoints;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use factory::{BackendFactory, BackendOptions, create_store_dir, parse_options};
 pub use inverted::InvertedRangeWarning;

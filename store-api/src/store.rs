@@ -166,6 +166,15 @@ pub trait KeyValueStore: Send + Sync + Debug + 'static {
         Ok(None)
     }
 
+    /// The store's checkpoints (a copy of its content as the engine's own files, see
+    /// [`Checkpoints`](crate::Checkpoints)), or `None` when the engine has none. Snapshots of a
+    /// store that offers them are its files, else an export of its pairs.
+    ///
+    /// The default implementation returns `None`.
+    fn checkpoints(&self) -> Option<&dyn crate::Checkpoints> {
+        None
+    }
+
     /// Iterates, in ascending key order, over the keys between `from` and `to`.
     ///
     /// `from` after `to`, or an empty interval, yields nothing; it is not an error (`from`

@@ -46,6 +46,9 @@
 //!   ingests them (see `bulk.rs`), so a restore from empty skips the write-ahead log, the
 //!   memtable and most compaction work; [`Config::bulk_load_bytes`] bounds its memory, `0`
 //!   turns it off. A loader, like an iterator, holds the database open until it is dropped.
+//! - **Checkpoints**: [`checkpoints`](KeyValueStore::checkpoints) offers RocksDB's own
+//!   checkpoints (hard links of its SST files), which snapshots upload as they are, and
+//!   replaces the store's files with a downloaded one (see `checkpoint.rs`).
 //! - **Range deletion**: [`delete_range`](KeyValueStore::delete_range) writes one RocksDB range
 //!   tombstone (`DeleteRange`), atomically, whatever the number of keys it covers.
 //! - **Locking**: a second open of an open directory, by this process or another, fails with
@@ -53,6 +56,7 @@
 
 mod budget;
 mod bulk;
+mod checkpoint;
 mod config;
 mod error;
 mod iter;
@@ -67,9 +71,9 @@ use rocksdb::{DB, ReadOptions, WriteOptions};
 use store_api::bounds::prefix_upper_bound;
 use store_api::limits::{check_entry, check_key, check_ops};
 use store_api::{
-    BackendFactory, BackendOptions, BatchOp, BulkLoader, Capabilities, Error, InvertedRangeWarning,
-    KeyValueStore, KvIter, PairVisitor, Result, StoreDirIdentity, ValueVisitor, WriteBatch,
-    create_store_dir, parse_options,
+    BackendFactory, BackendOptions, BatchOp, BulkLoader, Capabilities, Checkpoints, Error,
+    InvertedRangeWarning, KeyValueStore, KvIter, PairVisitor, Result, StoreDirIdentity,
+    ValueVisitor, WriteBatch, create_store_dir, parse_options,
 };
 
 pub use budget::{BudgetUsage, MemoryBudget};
@@ -105,6 +109,8 @@ pub struct RocksDbStore {
     read_opts: ReadOptions,
     write_opts: WriteOptions,
     wal: bool,
+    /// The options the database was opened with, to open it again on a restored checkpoint.
+    db_opts: rocksdb::Options,
     /// The format of the SST files a bulk load writes.
     sst_opts: Arc<rocksdb::Options>,
     /// [`Config::bulk_load_bytes`]: 0 when bulk loading is off.
@@ -135,10 +141,12 @@ impl RocksDbStore {
             .as_ref()
             .map(budget::shared)
             .transpose()?;
-        let db = DB::open(&config.db_options_sharing(memory.as_deref()), dir)
-            .map_err(|err| from_open(dir, err))?;
-        // The files of a bulk load that died with its process; opened, so the store is ours.
+        let db_opts = config.db_options_sharing(memory.as_deref());
+        let db = DB::open(&db_opts, dir).map_err(|err| from_open(dir, err))?;
+        // The files of a bulk load or checkpoint that died with its process; opened, so the
+        // store is ours.
         bulk::remove_bulk_dir(dir)?;
+        checkpoint::remove_leftovers(dir)?;
         Ok(RocksDbStore {
             dir: StoreDirIdentity::capture(dir)?,
             inverted: InvertedRangeWarning::new(format!("{BACKEND} {}", dir.display())),
@@ -147,6 +155,7 @@ impl RocksDbStore {
             read_opts: ReadOptions::default(),
             write_opts: config.write_options(),
             wal: config.wal,
+            db_opts,
             sst_opts: Arc::new(config.sst_options()),
             bulk_load_bytes: config.bulk_load_bytes,
             memory,
@@ -349,6 +358,11 @@ impl KeyValueStore for RocksDbStore {
         let opts = Arc::clone(&self.sst_opts);
         let loader = bulk::SstLoader::new(db, &self.path, opts, self.bulk_load_bytes)?;
         Ok(Some(Box::new(loader)))
+    }
+
+    /// RocksDB's own checkpoints (see `checkpoint.rs`).
+    fn checkpoints(&self) -> Option<&dyn Checkpoints> {
+        Some(self)
     }
 
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {

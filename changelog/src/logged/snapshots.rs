@@ -35,6 +35,14 @@ use crate::record::{Changelog, RecordKind};
 use crate::restore::{NoopRestoreListener, RestoreListener, is_empty};
 use crate::{LoggedStoreConfig, SnapshotInfo, SnapshotStore};
 
+/// What a snapshot took under the commit lock, to upload after it.
+enum Taken {
+    /// An export of every pair (see [`crate::export_snapshot`]).
+    Export(Vec<bytes::Bytes>),
+    /// The store's own files: their format, the checkpoint directory, the files in it.
+    Files(String, std::path::PathBuf, Vec<std::path::PathBuf>),
+}
+
 /// A logged store's snapshot store, what its open loaded, and its commits since the last
 /// snapshot.
 pub(super) struct Snapshots {
@@ -109,6 +117,28 @@ pub(super) fn bootstrap(
             skip("the changelog record at its position is not its commit marker");
             continue;
         }
+        if info.is_files() {
+            let Some(checkpoints) = store.checkpoints() else {
+                skip("it holds an engine's files and this store takes none");
+                continue;
+            };
+            // The checkpoint goes first: a crash while the files replace the store's leaves a
+            // store no checkpoint vouches for, which the next open wipes. The files are
+            // checked before they replace anything.
+            checkpoint.remove(topic, partition)?;
+            match snapshots.restore_files(&info, checkpoints) {
+                Ok(true) => {}
+                Ok(false) => {
+                    skip("it is missing (deleted meanwhile)");
+                    continue;
+                }
+                Err(err) => {
+                    skip(&format!("it cannot be restored: {err}"));
+                    continue;
+                }
+            }
+            return loaded(store, checkpoint, info, None);
+        }
         let snapshot = match snapshots.read(&info) {
             Ok(Some(snapshot)) => snapshot,
             Ok(None) => {
@@ -125,22 +155,7 @@ pub(super) fn bootstrap(
         checkpoint.remove(topic, partition)?;
         store.delete_range(Bound::Unbounded, Bound::Unbounded)?;
         let pairs = snapshot.load_into(store)?;
-        store.flush()?;
-        if store.capabilities().persistent {
-            checkpoint.set(topic, partition, info.offset)?;
-        } else {
-            checkpoint.advance(topic, partition, info.offset)?;
-        }
-        tracing::info!(
-            topic,
-            partition,
-            offset = info.offset,
-            epoch = info.epoch,
-            pairs,
-            path = %info.path,
-            "loaded the store from a snapshot; replaying the changelog after it"
-        );
-        return Ok(Some(info));
+        return loaded(store, checkpoint, info, Some(pairs));
     }
     if tried > 0 {
         tracing::warn!(
@@ -151,6 +166,33 @@ pub(super) fn bootstrap(
         );
     }
     Ok(None)
+}
+
+/// Makes `store`, just loaded from `info`, durable and names its position in `checkpoint`.
+fn loaded(
+    store: &dyn KeyValueStore,
+    checkpoint: &Checkpoint,
+    info: SnapshotInfo,
+    pairs: Option<u64>,
+) -> Result<Option<SnapshotInfo>> {
+    let (topic, partition) = (info.topic.as_str(), info.partition);
+    store.flush()?;
+    if store.capabilities().persistent {
+        checkpoint.set(topic, partition, info.offset)?;
+    } else {
+        checkpoint.advance(topic, partition, info.offset)?;
+    }
+    tracing::info!(
+        topic,
+        partition,
+        offset = info.offset,
+        epoch = info.epoch,
+        pairs,
+        files = info.is_files(),
+        path = %info.path,
+        "loaded the store from a snapshot; replaying the changelog after it"
+    );
+    Ok(Some(info))
 }
 
 impl LoggedStore {
@@ -203,10 +245,12 @@ impl LoggedStore {
         self.snapshots.loaded.as_ref()
     }
 
-    /// Writes a snapshot of the committed state: every pair the store holds after its last
-    /// commit (writes buffered since are not in it), at the position of that commit's marker,
-    /// then deletes all but the newest `keep` snapshots of the partition. Commits wait while
-    /// the store is exported (reads and writes to the buffer do not); the upload runs after.
+    /// Writes a snapshot of the committed state: what the store holds after its last commit
+    /// (writes buffered since are not in it), at the position of that commit's marker, then
+    /// deletes all but the newest `keep` snapshots of the partition. A store that offers
+    /// [`checkpoints`](KeyValueStore::checkpoints) is snapshotted as its own files, any other
+    /// as an export of its pairs. Commits wait while the store is checkpointed or exported
+    /// (reads and writes to the buffer do not); the upload runs after.
     /// Returns `None` when nothing was committed yet.
     ///
     /// # Errors
@@ -237,15 +281,35 @@ impl LoggedStore {
             };
             self.check_still_owner()?;
             let epoch = self.marker_epoch(offset)?;
-            let body =
-                crate::export_snapshot(topic, partition, offset, epoch, self.store.as_ref())?;
-            (offset, epoch, body)
+            let taken = match self.store.checkpoints() {
+                Some(checkpoints) => {
+                    let (dir, files) = checkpoints.create()?;
+                    Taken::Files(checkpoints.format().to_string(), dir, files)
+                }
+                None => Taken::Export(crate::export_snapshot(
+                    topic,
+                    partition,
+                    offset,
+                    epoch,
+                    self.store.as_ref(),
+                )?),
+            };
+            (offset, epoch, taken)
         };
         self.snapshots.commits.store(0, Ordering::Relaxed);
         *self.snapshots.last.lock() = Instant::now();
-        snapshot_store
-            .upload(topic, partition, offset, epoch, body)
-            .map(Some)
+        match body {
+            Taken::Export(body) => snapshot_store.upload(topic, partition, offset, epoch, body),
+            Taken::Files(format, dir, files) => {
+                let uploaded = snapshot_store
+                    .upload_files(topic, partition, offset, epoch, &format, (&dir, &files));
+                if let Err(err) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %err, "cannot remove a checkpoint taken for a snapshot");
+                }
+                uploaded
+            }
+        }
+        .map(Some)
     }
 
     /// After a commit: a snapshot when `every_commits` commits were made, or `every_ms`

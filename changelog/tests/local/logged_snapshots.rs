@@ -357,3 +357,47 @@ fn snapshots_in_s3_bootstrap_and_fall_back() {
     let bucket_dir = Path::new(&root).join(&bucket);
     falls_back(dir.path(), &snaps, &|info| bucket_dir.join(&info.path));
 }
+
+/// A backend without checkpoints (redb) snapshots as an export of its pairs and loads one;
+/// a snapshot of RocksDB's files is not for it, so it falls back to the older export.
+#[test]
+fn a_store_without_checkpoints_exports_and_skips_files_of_another_engine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = file_log(&dir.path().join("log"));
+    let snaps = snapshots(&dir.path().join("snapshots"), 3, 0);
+    let redb = |dir: &Path| -> Arc<dyn KeyValueStore> {
+        Arc::from(statestore::open("redb", dir, &serde_json::Value::Null).expect("redb"))
+    };
+    let open = |dir: &Path, store: Arc<dyn KeyValueStore>| {
+        LoggedStore::open_with_snapshots(
+            store,
+            log.clone(),
+            checkpoint(dir),
+            config(),
+            Arc::clone(&snaps),
+            &mut Recorder::default(),
+        )
+        .expect("open")
+    };
+    let a = dir.path().join("a");
+    let store = open(&a, redb(&a.join("db")));
+    write_commits(&store, 0, 5);
+    let exported = store.snapshot().expect("snapshot").expect("taken");
+    assert!(!exported.is_files());
+    drop(store);
+    // A RocksDB writer takes over the log and snapshots its files.
+    let r = dir.path().join("r");
+    let store = open(&r, rocksdb(&r.join("db")));
+    write_commits(&store, 5, 2);
+    let files = store.snapshot().expect("snapshot").expect("taken");
+    assert!(files.is_files());
+    write_commits(&store, 7, 1);
+    let original = scan(store.inner().as_ref());
+    drop(store);
+
+    let b = dir.path().join("b");
+    let copy = open(&b, redb(&b.join("db")));
+    assert_eq!(copy.bootstrapped_from(), Some(&exported));
+    assert_eq!(copy.restored().records, 3 * 100);
+    assert_eq!(scan(copy.inner().as_ref()), original);
+}

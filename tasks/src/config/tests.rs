@@ -350,3 +350,34 @@ fn ttl_stores_are_declared_in_the_store_spec() {
         assert!(err.to_string().contains("sessions"), "{err}");
     }
 }
+
+#[test]
+fn a_bad_snapshot_table_is_an_invalid_argument_before_anything_starts() {
+    let with = |url: &str, keep: usize| TasksConfig {
+        snapshots: Some(statestore_changelog::SnapshotConfig {
+            url: url.into(),
+            keep,
+            ..statestore_changelog::SnapshotConfig::default()
+        }),
+        ..valid()
+    };
+    with("file:///var/lib/app/snapshots", 2)
+        .validate()
+        .expect("a file URL");
+    for (config, expected) in [
+        (with("", 3), "snapshots: url \"\""),
+        (with("not a url", 3), "snapshots: url \"not a url\""),
+        (
+            with("gopher://host/x", 3),
+            "snapshots: url \"gopher://host/x\"",
+        ),
+        (
+            with("file:///var/lib/app/snapshots", 0),
+            "`keep` must be at least 1",
+        ),
+    ] {
+        let err = config.validate().expect_err(expected);
+        assert_eq!(err.kind(), store_api::ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+}

@@ -120,6 +120,9 @@ impl TasksConfig {
         if self.restore_parallelism == 0 {
             return Err(Error::invalid("restore_parallelism must be at least 1"));
         }
+        if let Some(snapshots) = &self.snapshots {
+            snapshots.validate()?;
+        }
         validate_replication(self)?;
         validate_error_handling(self)?;
         if let Some(id) = &self.group_instance_id {
