@@ -708,7 +708,7 @@ mod tests {
     use super::*;
     use statestore_memory::{Config, MemoryStore};
 
-    fn config(dir: &std::path::Path) -> SnapshotConfig {
+    pub(super) fn config(dir: &std::path::Path) -> SnapshotConfig {
         SnapshotConfig {
             url: format!("file://{}", dir.display()),
             ..SnapshotConfig::default()
@@ -728,7 +728,7 @@ mod tests {
         store
     }
 
-    fn contents(store: &dyn KeyValueStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+    pub(super) fn contents(store: &dyn KeyValueStore) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut all = Vec::new();
         store
             .scan(Bound::Unbounded, Bound::Unbounded, false, &mut |k, v| {

@@ -385,26 +385,13 @@ fn decode_manifest(bytes: &[u8]) -> std::result::Result<Manifest, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::ops::{Bound, ControlFlow};
-
     use store_api::KeyValueStore;
 
     use super::*;
-    use crate::SnapshotConfig;
+    use crate::snapshot::tests::{config, contents};
 
     fn rocksdb(dir: &Path) -> Box<dyn KeyValueStore> {
         statestore::open("rocksdb", dir, &serde_json::Value::Null).expect("rocksdb")
-    }
-
-    fn contents(store: &dyn KeyValueStore) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut all = Vec::new();
-        store
-            .scan(Bound::Unbounded, Bound::Unbounded, false, &mut |k, v| {
-                all.push((k.to_vec(), v.to_vec()));
-                ControlFlow::Continue(())
-            })
-            .expect("scan");
-        all
     }
 
     /// A snapshot whose upload fails is never listed and leaves no file behind; one that
@@ -412,10 +399,7 @@ mod tests {
     #[test]
     fn a_failed_upload_leaves_nothing_and_a_whole_one_restores_exactly() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let snapshots = SnapshotStore::open(&SnapshotConfig {
-            url: format!("file://{}", dir.path().join("objects").display()),
-            ..SnapshotConfig::default()
-        })?;
+        let snapshots = SnapshotStore::open(&config(&dir.path().join("objects")))?;
         let source = rocksdb(&dir.path().join("source"));
         for i in 0..5_000u32 {
             source.put(format!("key-{i:06}").as_bytes(), &i.to_le_bytes())?;
@@ -473,10 +457,7 @@ mod tests {
     #[test]
     fn a_corrupt_or_missing_file_is_found_before_the_store_is_touched() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let snapshots = SnapshotStore::open(&SnapshotConfig {
-            url: format!("file://{}", dir.path().join("objects").display()),
-            ..SnapshotConfig::default()
-        })?;
+        let snapshots = SnapshotStore::open(&config(&dir.path().join("objects")))?;
         let source = rocksdb(&dir.path().join("source"));
         for i in 0..5_000u32 {
             source.put(format!("key-{i:06}").as_bytes(), &[7; 100])?;
