@@ -60,28 +60,33 @@ fn min_insync(bootstrap: &str, topic: &str) -> String {
         .create()
         .expect("admin client");
     let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
-    // A topic created moments before may not be in the answering broker's metadata yet.
+    // A topic created moments before may not be in the answering broker's metadata yet: the
+    // broker then answers with an error, or with the topic but none of its configs.
     let deadline = std::time::Instant::now() + TIMEOUT;
-    let resource = loop {
+    loop {
         let resources = block_on(
             admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options),
             TIMEOUT,
         )
         .expect("describe_configs answered in time")
         .expect("describe_configs");
-        match resources.into_iter().next().expect("one resource") {
-            Ok(resource) => break resource,
-            Err(err) if std::time::Instant::now() < deadline => {
-                eprintln!("describing {topic}: {err}; asking again");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(err) => panic!("the configs of {topic}: {err}"),
-        }
-    };
-    let entry = resource
-        .get("min.insync.replicas")
-        .expect("min.insync.replicas");
-    entry.value.clone().expect("a value")
+        let answer = match resources.into_iter().next().expect("one resource") {
+            Ok(resource) => match resource.get("min.insync.replicas") {
+                Some(entry) => return entry.value.clone().expect("a value"),
+                None => format!(
+                    "{} configs, none min.insync.replicas",
+                    resource.entries.len()
+                ),
+            },
+            Err(err) => err.to_string(),
+        };
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the configs of {topic}: {answer}"
+        );
+        eprintln!("describing {topic}: {answer}; asking again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Starts an application (which creates its changelog topics) and closes it.
