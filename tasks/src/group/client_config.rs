@@ -30,6 +30,14 @@ const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 /// fetch backoff, so the instance does not wait for them.
 const QUEUED_MIN_MESSAGES: &str = "20000";
 
+/// The group consumer's `max.partition.fetch.bytes` with several stream threads, unless the
+/// properties say otherwise (librdkafka's default: 1 MiB). With several threads each input
+/// partition has a queue of its own, and librdkafka fetches a partition when that queue runs
+/// below `queued.min.messages`: the partitions fall out of step, most fetches carry one
+/// partition, and at 1 MiB a partition the fetches no longer keep up with the threads. With
+/// one queue for all partitions every fetch carries all of them.
+const SPLIT_MAX_PARTITION_FETCH_BYTES: &str = "2097152";
+
 /// What every `client.id` of this instance starts with: `<client_id>-<instance id>`, the
 /// client id defaulting to the application id and the instance id to the
 /// `group_instance_id`, or else to 16 hex digits made from the clock and the process, so no
@@ -90,6 +98,9 @@ pub(crate) fn consumer_config(config: &TasksConfig) -> ClientConfig {
     }
     if client.get("queued.min.messages").is_none() {
         client.set("queued.min.messages", QUEUED_MIN_MESSAGES);
+    }
+    if config.stream_threads > 1 && client.get("max.partition.fetch.bytes").is_none() {
+        client.set("max.partition.fetch.bytes", SPLIT_MAX_PARTITION_FETCH_BYTES);
     }
     client
         .set("group.id", &config.application_id)
@@ -195,6 +206,23 @@ mod tests {
             .insert("queued.min.messages".into(), "100000".into());
         let client = consumer_config(&config);
         assert_eq!(client.get("queued.min.messages"), Some("100000"));
+    }
+
+    #[test]
+    fn with_several_threads_the_group_consumer_fetches_more_of_a_partition_unless_told() {
+        let mut config = TasksConfig::default();
+        assert_eq!(
+            consumer_config(&config).get("max.partition.fetch.bytes"),
+            None
+        );
+        config.stream_threads = 2;
+        let client = consumer_config(&config);
+        assert_eq!(client.get("max.partition.fetch.bytes"), Some("2097152"));
+        config
+            .properties
+            .insert("max.partition.fetch.bytes".into(), "1048576".into());
+        let client = consumer_config(&config);
+        assert_eq!(client.get("max.partition.fetch.bytes"), Some("1048576"));
     }
 
     #[test]
