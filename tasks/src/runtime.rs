@@ -158,13 +158,17 @@ impl Application {
             queries,
             config,
         });
-        let consumer: Arc<BaseConsumer<GroupContext>> = consumer_config(&shared.config)
+        let mut consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
             .set("client.id", &shared.client_id)
             .create_with_context(GroupContext {
                 shared: Arc::clone(&shared),
             })
-            .map(Arc::new)
             .map_err(|err| convert("creating the group consumer", err))?;
+        let queues = batch::PartitionQueues::default();
+        if shared.config.stream_threads > 1 {
+            queues.watch_consumer(&mut consumer);
+        }
+        let consumer = Arc::new(consumer);
         let topics: Vec<&str> = inputs.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
@@ -184,7 +188,7 @@ impl Application {
             .transpose()?;
         Ok(Application {
             consumer,
-            queues: batch::PartitionQueues::default(),
+            queues,
             shared,
             last_commit: Instant::now(),
             last_cleanup: Instant::now(),

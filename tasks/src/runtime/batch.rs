@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::error::{KafkaError, KafkaResult};
@@ -101,6 +102,45 @@ pub(crate) struct PartitionQueues {
     /// Where the next batch starts among the tasks, one further each batch, so that no task
     /// waits behind others that always have records.
     start: std::cell::Cell<usize>,
+    /// Raised by librdkafka when one of the queues, or the consumer's, gets something.
+    arrived: Arc<Arrivals>,
+}
+
+/// A flag that librdkafka's threads raise when a queue goes from empty to non-empty (its
+/// non-empty callback), and that a poll waits on while every queue is empty: one wait on
+/// one of the queues would not wake for the others.
+#[derive(Default)]
+pub(crate) struct Arrivals {
+    raised: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Arrivals {
+    /// Raises the flag. Runs on librdkafka's threads, under a queue's lock: it only takes
+    /// the flag's own lock.
+    fn raise(&self) {
+        *self.raised.lock() = true;
+        self.changed.notify_one();
+    }
+
+    /// Lowers the flag: what arrives from now on raises it again.
+    fn lower(&self) {
+        *self.raised.lock() = false;
+    }
+
+    /// Waits up to `timeout` for the flag to be raised.
+    fn wait(&self, timeout: Duration) {
+        let mut raised = self.raised.lock();
+        if !*raised {
+            self.changed.wait_for(&mut raised, timeout);
+        }
+    }
+
+    /// A callback for a queue's [`set_nonempty_callback`](PartitionQueue::set_nonempty_callback).
+    fn callback(self: &Arc<Self>) -> impl Fn() + Send + Sync + 'static {
+        let arrivals = Arc::clone(self);
+        move || arrivals.raise()
+    }
 }
 
 impl PartitionQueues {
@@ -116,9 +156,19 @@ impl PartitionQueues {
         let queues = inputs
             .iter()
             .filter_map(|input| consumer.split_partition_queue(input, partition))
+            .map(|mut queue| {
+                queue.set_nonempty_callback(self.arrived.callback());
+                queue
+            })
             .collect();
         self.queues
             .insert(task.id.partition, (task.generation, queues));
+    }
+
+    /// Makes what arrives on the consumer's own queue (records of partitions not split,
+    /// rebalances, errors) wake a poll that waits while every queue is empty.
+    pub(crate) fn watch_consumer(&self, consumer: &mut BaseConsumer<GroupContext>) {
+        consumer.set_nonempty_callback(self.arrived.callback());
     }
 
     /// Drops the queues of tasks no longer open here.
@@ -262,8 +312,7 @@ impl Application {
     }
 }
 
-/// How long one wait on the consumer's queue lasts while the tasks' own queues are empty:
-/// their records do not wake that wait.
+/// The longest one wait lasts while every queue is empty, should an arrival not wake it.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
 
 /// Polls a batch: up to `max_poll_records` records from each task's own queue, then from
@@ -283,6 +332,7 @@ fn poll_batch<'c>(
     let deadline = Instant::now() + timeout;
     let mut batch = Vec::new();
     loop {
+        queues.arrived.lower();
         let start = queues.start.get() % queues.queues.len().max(1);
         queues.start.set(start + 1);
         let tasks = queues.queues.values().cycle().skip(start);
@@ -301,7 +351,10 @@ fn poll_batch<'c>(
         let mut wait = match (batch.is_empty(), queues.queues.is_empty()) {
             (false, _) => Duration::ZERO,
             (true, true) => remaining,
-            (true, false) => remaining.min(IDLE_WAIT),
+            (true, false) => {
+                queues.arrived.wait(remaining.min(IDLE_WAIT));
+                Duration::ZERO
+            }
         };
         while batch.len() < max && !rebalanced() {
             if !take(consumer.poll(past_whole_ms(wait)), &mut batch) {
