@@ -43,6 +43,9 @@ pub struct ProcessorPool<'s, P> {
     supplier: Box<dyn Fn(TaskId) -> P + Sync + 's>,
     /// Each task's processor, with the generation of the task it was made for.
     processors: BTreeMap<u32, (u64, P)>,
+    /// What processing a record has cost so far, to decide whether a round is worth more
+    /// than one thread.
+    cost: RecordCost,
 }
 
 impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
@@ -51,6 +54,7 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
         ProcessorPool {
             supplier: Box::new(supplier),
             processors: BTreeMap::new(),
+            cost: RecordCost::default(),
         }
     }
 
@@ -204,6 +208,8 @@ impl<P> Work<'_, '_, P> {
 #[derive(Default)]
 struct Done {
     processed: usize,
+    /// How long the thread took for it.
+    busy: Duration,
     outputs: Vec<Output>,
     /// The tasks whose processor failed: each stopped at the failure, the others went on.
     failures: Vec<Failure>,
@@ -429,12 +435,59 @@ fn process_round<P: Processor + Send>(
             wall_clock,
         });
     }
-    let mut done = run_spread(work, shared.config.stream_threads);
+    let records: usize = work.iter().map(Work::len).sum();
+    let threads = if pool.cost.worth_spreading(records) {
+        shared.config.stream_threads
+    } else {
+        1
+    };
+    let mut done = run_spread(work, threads);
+    pool.cost.observe(
+        done.iter().map(|done| done.busy).sum(),
+        done.iter().map(|done| done.processed).sum(),
+    );
     pending.retain(|_, records| !records.is_empty());
     if let Some(first) = done.first_mut() {
         first.failures.extend(unsupplied);
     }
     done
+}
+
+/// The least work, in time, that a round spreads over several threads: below it, starting
+/// and joining a thread costs more than the thread brings (a thread waking on a busy machine
+/// may wait for a CPU for longer).
+const SPREAD_MIN_WORK: Duration = Duration::from_millis(1);
+
+/// What processing a record costs, averaged over the last rounds.
+#[derive(Default)]
+struct RecordCost {
+    /// Thread time per record; none before the first round with records.
+    per_record: Option<Duration>,
+}
+
+impl RecordCost {
+    /// Whether `records` take long enough on one thread to be worth spreading; until a
+    /// round was measured, they are.
+    fn worth_spreading(&self, records: usize) -> bool {
+        self.per_record.is_none_or(|per_record| {
+            per_record.saturating_mul(u32::try_from(records).unwrap_or(u32::MAX)) >= SPREAD_MIN_WORK
+        })
+    }
+
+    /// Takes in a round whose threads processed `records` in `busy` together.
+    fn observe(&mut self, busy: Duration, records: usize) {
+        let Ok(records) = u32::try_from(records) else {
+            return;
+        };
+        if records == 0 {
+            return;
+        }
+        let sample = busy / records;
+        self.per_record = Some(match self.per_record {
+            None => sample,
+            Some(before) => (before * 3 + sample) / 4,
+        });
+    }
 }
 
 /// Spreads `work` over up to `threads` threads, the largest shares first, each to the
@@ -481,6 +534,7 @@ fn run_spread<P: Processor + Send>(work: Vec<Work<'_, '_, P>>, threads: usize) -
 /// which a store of the task needs a commit, then (when due) its wall-clock punctuators. A
 /// task whose processor fails stops there; the others go on.
 fn run_work<P: Processor>(work: Vec<Work<'_, '_, P>>) -> Done {
+    let started = Instant::now();
     let mut done = Done::default();
     for Work {
         task,
@@ -518,5 +572,33 @@ fn run_work<P: Processor>(work: Vec<Work<'_, '_, P>>) -> Done {
             done.failures.push(*failure);
         }
     }
+    done.busy = started.elapsed();
     done
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::RecordCost;
+
+    #[test]
+    fn a_round_spreads_only_when_its_records_take_a_millisecond_or_more() {
+        let mut cost = RecordCost::default();
+        assert!(cost.worth_spreading(1), "unmeasured records are spread");
+        // 0.5 us a record: 2 000 records are a millisecond.
+        cost.observe(Duration::from_micros(500), 1000);
+        assert!(!cost.worth_spreading(1999));
+        assert!(cost.worth_spreading(2000));
+        // Records that become heavier move the average up: spread sooner.
+        for _ in 0..20 {
+            cost.observe(Duration::from_millis(40), 1000);
+        }
+        assert!(cost.worth_spreading(26), "{:?}", cost.per_record);
+        assert!(!cost.worth_spreading(24), "{:?}", cost.per_record);
+        // A round without records changes nothing.
+        let before = cost.per_record;
+        cost.observe(Duration::from_secs(1), 0);
+        assert_eq!(cost.per_record, before);
+    }
 }
