@@ -666,17 +666,22 @@ def render(results: dict) -> str:
                   "| | changelog records | restart on kept state (s) | on an empty state dir (s) "
                   "| restore (s) | restore rate (records/s) |", "|---|---:|---:|---:|---:|---:|"]
         for system, row in results["restore"].items():
+            # A snapshot bootstrap replays (almost) nothing: no rate of replay.
+            rate = ("-" if system == "statestore-snapshot"
+                    else f"{row['restore_records_per_s']:,.0f}")
             lines.append(f"| {LABELS[system]} | {row['changelog_records']:,} "
                          f"| {row['restart_kept_s']:.2f} | {row['restart_empty_s']:.2f} "
-                         f"| {row['restore_s']:.2f} | {row['restore_records_per_s']:,.0f} |")
+                         f"| {row['restore_s']:.2f} | {rate} |")
         lines.append("")
         if snapshot := results["restore"].get("statestore-snapshot"):
             lines += [f"statestore, snapshot bootstrap: Kafka Streams has no such path (it "
                       f"replays its changelogs). Every commit snapshotted each store's RocksDB "
                       f"files into a file:// object store; the empty state directory downloaded "
                       f"the newest ({snapshot['snapshot_bytes'] / 2**20:,.1f} MiB) and replayed "
-                      f"{snapshot['replayed_records']:,} changelog records after them; its "
-                      f"restore rate is the changelog's records over that time.", ""]
+                      f"{snapshot['replayed_records']:,} changelog records after them. Its restore "
+                      f"is what the download adds to a restart on kept state: a difference of "
+                      f"two restarts, coarse when it is small (every restart's time is in "
+                      f"results.json).", ""]
     if results["failover"]:
         lines += [f"Failover: two instances, {results['failover_keys']:,} distinct keys, session "
                   f"timeout {results['session_timeout_ms'] / 1000:g} s; kill -9 of one to the "
