@@ -15,6 +15,11 @@ Parts (--parts):
   restore     statestore and Kafka Streams (one static member) count --keys distinct keys,
               stop; start on the kept state (R), then on an emptied state directory (E), each
               time to the first record of every task; restore rate = changelog records / (E - R)
+              (--restore-repeats N: N pairs of restarts, the one with the median E - R).
+              Both replay their changelogs; statestore runs a second time with snapshots
+              (--restore-snapshots, a path Kafka Streams lacks): every commit snapshots each
+              store's RocksDB files into a file:// object store in the run's work dir, and E
+              downloads the newest snapshots, then replays only the changelog after them
   failover    statestore and Kafka Streams, two instances (session timeout 10 s) share
               --failover-keys keys; one is killed with kill -9: time from the kill to the
               survivor's first record on the last of the victim's tasks, with 0 and 1 standby
@@ -32,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -103,11 +109,13 @@ class Kafka:
         ends = [consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in parts]
         return sum(end - max(c.offset, 0) for c, end in zip(committed, ends))
 
+    def changelog_topics(self, application: str) -> list[str]:
+        """The changelog topics of `application` (`<application>-<store>-changelog`)."""
+        return sorted(t for t in self.admin.list_topics(timeout=10).topics
+                      if t.startswith(application + "-") and t.endswith("-changelog"))
+
     def changelog_records(self, application: str) -> int:
-        """Records in the changelog topics of `application` (`<application>-<store>-changelog`)."""
-        names = [t for t in self.admin.list_topics(timeout=10).topics
-                 if t.startswith(application + "-") and t.endswith("-changelog")]
-        return sum(self.records(name) for name in names)
+        return sum(self.records(name) for name in self.changelog_topics(application))
 
     def close(self) -> None:
         for consumer in self.consumers.values():
@@ -116,6 +124,10 @@ class Kafka:
 
 FIRST_OF_TASK = re.compile(r"^first record of (\S+) at (\d+) ms")
 PROCESSED = re.compile(r"^processed (\d+) tasks \[(.*?)\] standby \[(.*?)\]")
+# statestore's `assigned 0_1 at offset ... (restored counts: 250000 records from 0, letters: ...`
+RESTORED = re.compile(r"(\d+) records from \d+")
+# A snapshot's manifest: `<offset, 20 digits>-<epoch, 20 digits>.ckpt`.
+MANIFEST = re.compile(r"^(\d{20})-(\d{20})\.ckpt$")
 
 
 def task_names(listed: str) -> set[str]:
@@ -228,8 +240,8 @@ class Harness:
 
     def start(self, system: str, topic: str, app: str, state: Path, guarantee="at_least_once",
               threads=1, standbys=0, static: str | None = None, sets=()) -> Instance:
-        """One instance of `system`: statestore, kafka-streams, quix or bare (`sets`: its
-        `--set NAME=VALUE` options)."""
+        """One instance of `system`: statestore, kafka-streams, quix or bare (`sets`: more
+        options of statestore's or of the bare consumer's, such as `--set NAME=VALUE`)."""
         a = self.args
         common = ["--bootstrap", a.bootstrap, "--topic", topic, "--application-id", app,
                   "--state-dir", str(state), "--stop-on-stdin-eof",
@@ -240,7 +252,7 @@ class Harness:
             common += ["--group-instance-id", static]
         if system == "statestore":
             instance = Instance([a.wordcount, "run", "--assignment-strategy",
-                                 a.assignment_strategy] + common, "first record of",
+                                 a.assignment_strategy, *common, *sets], "first record of",
                                 a.broker_pid)
         elif system == "kafka-streams":
             instance = Instance([a.java, *a.java_opts.split(), "-cp", a.ks_classpath,
@@ -326,43 +338,112 @@ class Harness:
         shutil.rmtree(state, ignore_errors=True)
         return result
 
-    def restore(self, system: str, topic: str, keys: list[int]) -> dict:
+    def restore(self, system: str, topic: str, keys: list[int], snapshots=False) -> dict:
         """Counts the keys of `topic`, then the restart on the kept state and on an emptied
-        state directory, each to the first record of every task."""
+        state directory, each to the first record of every task. With `snapshots`
+        (statestore): every commit of the counting and of the restarts snapshots each store
+        into a file:// object store beside the state, and the emptied directory starts from
+        the newest snapshots."""
         kafka = self.kafka
-        app = self.app_id(f"restore-{system}")
+        name = f"{system}-snapshot" if snapshots else system
+        app = self.app_id(f"restore-{name}")
         state = self.work / app
+        objects = (self.work / f"{app}-snapshots").resolve()
+        # Every commit that wrote snapshots: the counting's last commit is in one whatever
+        # its timing.
+        sets = (["--snapshot-url", f"file://{objects}", "--snapshot-every-commits", "1"]
+                if snapshots else [])
         tasks = {f"0_{p}" for p in kafka.partitions(topic)}
-        progress(f"restore {system}: counting {kafka.records(topic):,} distinct keys")
+        progress(f"restore {name}: counting {kafka.records(topic):,} distinct keys")
         # A static member: a restart does not wait for the previous member's session to end
         # (Kafka Streams does not leave the group when it closes).
         static = f"{app}-1"
-        instance = self.start(system, topic, app, state, static=static)
+        instance = self.start(system, topic, app, state, static=static, sets=sets)
         instance.wait("counting the keys", lambda: kafka.lag(app, topic) == 0, 3600, every=0.1)
+        if snapshots:
+            instance.wait("snapshotting every store", lambda: self.snapshotted(app, objects),
+                          600, every=0.2)
         instance.stop()
 
-        def restart() -> float:
+        def restart() -> tuple[float, int | None, list[str]]:
+            """Seconds to the first record of every task, the changelog records the stores
+            replayed (statestore's `assigned` lines), and the lines of the start, the
+            assignments and the first records, stamped with the ms since the start."""
             self.produce(topic, keys[0], keys[0] + 64, distinct_keys=True)
             keys[0] += 64
-            instance = self.start(system, topic, app, state, static=static)
+            instance = self.start(system, topic, app, state, static=static, sets=sets)
             last = instance.wait_tasks_first(tasks, 0, 1800)
             instance.stop()
-            return (last - instance.started) / 1000
+            replayed = None
+            if system == "statestore":
+                replayed = sum(int(n) for line in instance.log if line.startswith("assigned ")
+                               for n in RESTORED.findall(line))
+            stamped = [re.sub(r"at (\d{13}) ms",
+                              lambda m: f"at +{int(m[1]) - instance.started} ms", line)
+                       for line in instance.log
+                       if line.startswith(("started", "assigned", "first record", "restor"))]
+            return (last - instance.started) / 1000, replayed, stamped
 
-        kept = restart()
-        shutil.rmtree(state)
-        changelog = kafka.changelog_records(app)
-        progress(f"restore {system}: restart on kept state {kept:.2f} s; "
-                 f"restoring {changelog:,} changelog records into an empty state directory")
-        empty = restart()
+        kept_all, empty_all = [], []
+        for repeat in range(self.args.restore_repeats):
+            kept, _, kept_log = restart()
+            kept_all.append(kept)
+            shutil.rmtree(state)
+            changelog = kafka.changelog_records(app)
+            snapshot_bytes = self.snapshot_bytes(objects) if snapshots else None
+            progress(f"restore {name}: restart on kept state {kept:.2f} s; restoring "
+                     + (f"the newest snapshots ({snapshot_bytes / 2**20:,.1f} MiB) and the "
+                        "changelog after them" if snapshots else f"{changelog:,} changelog records")
+                     + " into an empty state directory")
+            empty, replayed, empty_log = restart()
+            empty_all.append(empty)
+            progress(f"restore {name}: {empty:.2f} s to first record on every task")
         shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(objects, ignore_errors=True)
+        # One pair of restarts by default; with --restore-repeats the pair whose difference is
+        # the median (each pair ran back to back, under the same load).
+        kept, empty = median_pair(kept_all, empty_all)
         restore_s = max(empty - kept, 0.001)
         result = {"changelog_records": changelog, "restart_kept_s": kept,
                   "restart_empty_s": empty, "restore_s": restore_s,
-                  "restore_records_per_s": changelog / restore_s}
-        progress(f"restore {system}: {empty:.2f} s to first record on every task, "
-                 f"{result['restore_records_per_s']:,.0f} changelog records/s")
+                  "restore_records_per_s": changelog / restore_s,
+                  "restart_kept_all_s": kept_all, "restart_empty_all_s": empty_all,
+                  "replayed_records": replayed, "snapshot_bytes": snapshot_bytes,
+                  "kept_log": kept_log, "empty_log": empty_log}
+        progress(f"restore {name}: restore {restore_s:.2f} s (kept {kept:.2f} s, empty "
+                 f"{empty:.2f} s), {result['restore_records_per_s']:,.0f} changelog records/s"
+                 + (f", {replayed:,} replayed" if replayed is not None else ""))
+        if snapshots and replayed > changelog // 2:
+            progress(f"restore {name}: WARNING: {replayed:,} of {changelog:,} changelog records "
+                     "were replayed: the snapshots were not used (see the instance's log)")
         return result
+
+    def snapshotted(self, app: str, objects: Path) -> bool:
+        """Whether every changelog partition of `app` has a snapshot at its last record (the
+        marker of its last commit)."""
+        topics = self.kafka.changelog_topics(app)
+        if not topics:
+            return False
+        for topic in topics:
+            for partition, (_, high) in zip(self.kafka.partitions(topic),
+                                            self.kafka.offsets(topic)):
+                newest = max((int(m[1]) for f in (objects / topic / str(partition)).glob("*.ckpt")
+                              if (m := MANIFEST.match(f.name))), default=-1)
+                if newest < high - 1:
+                    return False
+        return True
+
+    @staticmethod
+    def snapshot_bytes(objects: Path) -> int:
+        """The bytes of the newest snapshot of every changelog partition: the files its
+        manifest names, which sit in `<manifest stem>.files/`."""
+        total = 0
+        for partition in objects.glob("*/*"):
+            manifests = sorted(f for f in partition.glob("*.ckpt") if MANIFEST.match(f.name))
+            if manifests:
+                files = manifests[-1].with_name(manifests[-1].stem + ".files")
+                total += sum(f.stat().st_size for f in files.rglob("*") if f.is_file())
+        return total
 
     def failover(self, system: str, standbys: int) -> dict:
         """Two instances share the keys; the victim is killed; time from the kill to the
@@ -400,6 +481,13 @@ class Harness:
         progress(f"failover {system}, {standbys} standby: {result['failover_s']:.2f} s "
                  f"(victim's tasks {sorted(tasks)})")
         return result
+
+
+def median_pair(kept: list[float], empty: list[float]) -> tuple[float, float]:
+    """The (kept, empty) pair whose difference is the median one (the lower middle one of
+    an even number)."""
+    pairs = sorted(zip(kept, empty), key=lambda pair: pair[1] - pair[0])
+    return pairs[(len(pairs) - 1) // 2]
 
 
 def variants(args) -> list[dict]:
@@ -440,6 +528,13 @@ def main() -> None:
                         help="input lines of 8 words (records) each (default 300000: 2.4M records)")
     parser.add_argument("--keys", type=int, default=1_000_000,
                         help="distinct keys of the restore part")
+    parser.add_argument("--restore-snapshots", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="restore statestore a second time from snapshots (default: on)")
+    parser.add_argument("--restore-repeats", type=int, default=1,
+                        help="restarts on kept state and on an empty state directory, each "
+                             "this many times, alternately; the pair with the median "
+                             "difference is reported")
     parser.add_argument("--failover-keys", type=int,
                         help="distinct keys of the failover part (default --keys)")
     parser.add_argument("--systems", default="statestore,kafka-streams,quix,bare",
@@ -470,6 +565,8 @@ def main() -> None:
     for part in args.parts:
         if part not in ("throughput", "restart", "restore", "failover"):
             parser.error(f"unknown part {part}")
+    if args.restore_repeats < 1:
+        parser.error("--restore-repeats must be at least 1")
     if "kafka-streams" in args.systems and not args.ks_classpath:
         parser.error("kafka-streams needs --ks-classpath")
     if "bare" in args.systems and not args.bare_consumer:
@@ -518,6 +615,9 @@ def measure(args, harness: Harness) -> dict:
         keys = [args.keys]
         for system in pair:
             results["restore"][system] = harness.restore(system, topic, keys)
+            if system == "statestore" and args.restore_snapshots:
+                results["restore"]["statestore-snapshot"] = \
+                    harness.restore(system, topic, keys, snapshots=True)
     if "failover" in args.parts:
         for system in pair:
             for standbys in args.standbys:
@@ -527,7 +627,9 @@ def measure(args, harness: Harness) -> dict:
     return results
 
 
-LABELS = {"statestore": "statestore", "kafka-streams": "Kafka Streams"}
+LABELS = {"statestore": "statestore", "kafka-streams": "Kafka Streams",
+          "statestore-snapshot": "statestore, snapshot bootstrap"}
+CHART_LABELS = {"statestore-snapshot": "statestore, snapshot\nbootstrap (Kafka\nStreams has none)"}
 
 
 def fmt(value, pattern: str) -> str:
@@ -556,15 +658,30 @@ def render(results: dict) -> str:
                 f"| {fmt(row.get('restart_after_kill_s'), '{:.2f}')} |")
         lines.append("")
     if results["restore"]:
+        repeats = len(next(iter(results["restore"].values())).get("restart_kept_all_s", [0]))
         lines += [f"Restore from an empty state directory: {results['keys']:,} distinct keys, "
-                  "one instance, 4 tasks, to the first record of every task", "",
+                  "one instance, 4 tasks, to the first record of every task"
+                  + (f"; of {repeats} pairs of restarts, the one with the median restore"
+                     if repeats > 1 else ""), "",
                   "| | changelog records | restart on kept state (s) | on an empty state dir (s) "
                   "| restore (s) | restore rate (records/s) |", "|---|---:|---:|---:|---:|---:|"]
         for system, row in results["restore"].items():
+            # A snapshot bootstrap replays (almost) nothing: no rate of replay.
+            rate = ("-" if system == "statestore-snapshot"
+                    else f"{row['restore_records_per_s']:,.0f}")
             lines.append(f"| {LABELS[system]} | {row['changelog_records']:,} "
                          f"| {row['restart_kept_s']:.2f} | {row['restart_empty_s']:.2f} "
-                         f"| {row['restore_s']:.2f} | {row['restore_records_per_s']:,.0f} |")
+                         f"| {row['restore_s']:.2f} | {rate} |")
         lines.append("")
+        if snapshot := results["restore"].get("statestore-snapshot"):
+            lines += [f"statestore, snapshot bootstrap: Kafka Streams has no such path (it "
+                      f"replays its changelogs). Every commit snapshotted each store's RocksDB "
+                      f"files into a file:// object store; the empty state directory downloaded "
+                      f"the newest ({snapshot['snapshot_bytes'] / 2**20:,.1f} MiB) and replayed "
+                      f"{snapshot['replayed_records']:,} changelog records after them. Its restore "
+                      f"is what the download adds to a restart on kept state: a difference of "
+                      f"two restarts, coarse when it is small (every restart's time is in "
+                      f"results.json).", ""]
     if results["failover"]:
         lines += [f"Failover: two instances, {results['failover_keys']:,} distinct keys, session "
                   f"timeout {results['session_timeout_ms'] / 1000:g} s; kill -9 of one to the "
@@ -583,7 +700,7 @@ def chart(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     colors = {"statestore": "#2a6f97", "kafka-streams": "#c8553d", "quix": "#8a6fb0",
-              "bare": "#7f7f7f"}
+              "bare": "#7f7f7f", "statestore-snapshot": "#89c2d9"}
     panels = []
     rows = results["throughput"]
     names = [row["name"] for row in rows.values()]
@@ -598,7 +715,7 @@ def chart(results: dict, path: Path) -> None:
                            bar_colors))
     if results["restore"]:
         panels.append((f"restore of {results['keys']:,} keys (s)",
-                       [LABELS[s] for s in results["restore"]],
+                       [CHART_LABELS.get(s, LABELS[s]) for s in results["restore"]],
                        [r["restore_s"] for r in results["restore"].values()],
                        [colors[s] for s in results["restore"]]))
     if results["failover"]:
@@ -620,9 +737,11 @@ def chart(results: dict, path: Path) -> None:
         axis.tick_params(axis="y", labelsize=8)
     for axis in list(axes.flat)[len(panels):]:
         axis.axis("off")
-    figure.suptitle(f"statestore, Kafka Streams 4.4, Quix Streams and a bare consumer on one "
-                    f"Apache Kafka broker, {results['date']}, load average "
-                    f"{results['load_average_at_start']:.1f}", fontsize=11)
+    # Wrapped to the figure's width (about 11 characters an inch at this size).
+    figure.suptitle(textwrap.fill(f"statestore, Kafka Streams 4.4, Quix Streams and a bare "
+                                  f"consumer on one Apache Kafka broker, {results['date']}, "
+                                  f"load average {results['load_average_at_start']:.1f}",
+                                  width=11 * 6 * columns), fontsize=11)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     # Text kept as text: a small file for docs/.

@@ -33,7 +33,8 @@ use clap::{Parser, Subcommand};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_changelog::{
-    Changelog, CheckpointPolicy, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, TaskId,
+    Changelog, CheckpointPolicy, CommitReader, EPOCH_KEY, KafkaConfig, KafkaLog, SnapshotConfig,
+    TaskId,
 };
 use statestore_tasks::{
     Application, AssignmentStrategy, KeyPartitioner, POSITION_KEY, ProcessingGuarantee,
@@ -184,6 +185,26 @@ enum Command {
         /// A librdkafka property for every client, `KEY=VALUE` (repeatable): tuning.
         #[arg(long, value_parser = parse_property)]
         property: Vec<(String, String)>,
+        /// Snapshots of every store in an object store, `file:///absolute/dir` or
+        /// `s3://bucket/prefix`: a store with an empty disk loads the newest one and replays
+        /// only the changelog after it (docs/durability.md, "Snapshots").
+        #[arg(long)]
+        snapshot_url: Option<String>,
+        /// Each store snapshots itself after every N commits that wrote (0: never by itself).
+        #[arg(long, default_value_t = 0, requires = "snapshot_url")]
+        snapshot_every_commits: u64,
+        /// Each store snapshots itself at its first commit this many milliseconds after its
+        /// last snapshot (0: never by itself).
+        #[arg(long, default_value_t = 0, requires = "snapshot_url")]
+        snapshot_every_ms: u64,
+        /// Snapshots kept per changelog partition.
+        #[arg(long, default_value_t = statestore_changelog::DEFAULT_SNAPSHOTS_KEPT,
+              requires = "snapshot_url")]
+        snapshot_keep: usize,
+        /// An option of the object store, `KEY=VALUE` as `object_store` names it (repeatable),
+        /// e.g. `aws_endpoint=http://127.0.0.1:9000`.
+        #[arg(long, value_parser = parse_property, requires = "snapshot_url")]
+        snapshot_option: Vec<(String, String)>,
     },
     /// Prints `word<TAB>count` for every word, summed over the changelog topics' partitions.
     Counts {
@@ -285,6 +306,11 @@ fn run(command: Command) -> Result<()> {
             transaction_timeout_ms,
             stop_after_records,
             property,
+            snapshot_url,
+            snapshot_every_commits,
+            snapshot_every_ms,
+            snapshot_keep,
+            snapshot_option,
         } => {
             if let Some(nth) = abort_in_commit {
                 fail::cfg(
@@ -340,6 +366,14 @@ fn run(command: Command) -> Result<()> {
                 assignment_strategy,
                 transaction_timeout_ms,
                 properties: property.into_iter().collect(),
+                // Checked with the rest of the configuration by `Application::new`.
+                snapshots: snapshot_url.map(|url| SnapshotConfig {
+                    url,
+                    options: snapshot_option.into_iter().collect(),
+                    keep: snapshot_keep,
+                    every_commits: snapshot_every_commits,
+                    every_ms: snapshot_every_ms,
+                }),
                 ..defaults
             };
             let server = serve_at.as_deref().map(serve::bind).transpose()?;
