@@ -153,6 +153,7 @@ impl Application {
                 config.key_partitioner,
             )),
             restorer: Mutex::new(Restorer::new()),
+            restores_finished: AtomicU64::new(0),
             outputs_lost: AtomicBool::new(false),
             migrated: AtomicBool::new(false),
             queries,
@@ -486,7 +487,8 @@ impl Application {
         self.shared
             .abandon_restores(self.shared.config.request_timeout());
         let flushed = self.shared.commit_before_close(&self.consumer);
-        let tasks = std::mem::take(&mut *self.shared.tasks.lock());
+        let mut tasks = std::mem::take(&mut *self.shared.tasks.lock());
+        tasks.append(&mut self.shared.restorer.lock().suspended);
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
         let mut first_error = flushed.err();
         for slot in standbys.into_values() {

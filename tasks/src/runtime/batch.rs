@@ -262,14 +262,15 @@ impl Application {
     }
 }
 
-/// How long one wait on the consumer's queue lasts while the tasks' own queues are empty:
-/// their records do not wake that wait.
+/// How long one wait on the consumer's queue lasts while the tasks' own queues are empty
+/// or tasks restore: neither their records nor a finished restore wake that wait.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
 
 /// Polls a batch: up to `max_poll_records` records from each task's own queue, then from
 /// the consumer's queue (which also serves rebalances), up to `max_poll_records` times the
 /// stream threads in all; waits up to `timeout` for a first record, then only takes what is
-/// fetched already. Stops after a rebalance, whose callbacks ran inside the consumer's poll.
+/// fetched already. Stops after a rebalance, whose callbacks ran inside the consumer's poll,
+/// and once a restore finished, for its task to be taken in without waiting out `timeout`.
 fn poll_batch<'c>(
     consumer: &'c BaseConsumer<GroupContext>,
     queues: &'c PartitionQueues,
@@ -277,7 +278,11 @@ fn poll_batch<'c>(
     timeout: Duration,
 ) -> Vec<BorrowedMessage<'c>> {
     let rebalances = shared.rebalances.load(Ordering::Relaxed);
-    let rebalanced = || shared.rebalances.load(Ordering::Relaxed) != rebalances;
+    let finished = shared.restores_finished.load(Ordering::Acquire);
+    let interrupted = || {
+        shared.rebalances.load(Ordering::Relaxed) != rebalances
+            || shared.restores_finished.load(Ordering::Acquire) != finished
+    };
     let each = shared.config.max_poll_records;
     let max = each.saturating_mul(shared.config.stream_threads);
     let deadline = Instant::now() + timeout;
@@ -298,18 +303,19 @@ fn poll_batch<'c>(
             }
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let mut wait = match (batch.is_empty(), queues.queues.is_empty()) {
+        let restoring = !shared.restorer.lock().tasks.is_empty();
+        let mut wait = match (batch.is_empty(), queues.queues.is_empty() && !restoring) {
             (false, _) => Duration::ZERO,
             (true, true) => remaining,
             (true, false) => remaining.min(IDLE_WAIT),
         };
-        while batch.len() < max && !rebalanced() {
+        while batch.len() < max && !interrupted() {
             if !take(consumer.poll(past_whole_ms(wait)), &mut batch) {
                 break;
             }
             wait = Duration::ZERO;
         }
-        if !batch.is_empty() || rebalanced() || Instant::now() >= deadline {
+        if !batch.is_empty() || interrupted() || Instant::now() >= deadline {
             return batch;
         }
     }

@@ -31,23 +31,29 @@ impl Shared {
                     while let Some(&partition) =
                         partitions.get(next.fetch_add(1, Ordering::Relaxed))
                     {
-                        let id = TaskId::new(0, partition);
-                        self.promote_standby(partition);
-                        let mut listener = Locked(&self.listener);
-                        let task = Task::open(
-                            &self.state,
-                            &self.config,
-                            &self.clients,
-                            id,
-                            self.partitions,
-                            &mut listener,
-                        );
+                        let suspended = self.restorer.lock().suspended.remove(&partition);
+                        let task = match suspended.and_then(resumed) {
+                            Some(task) => Ok(task),
+                            None => {
+                                self.promote_standby(partition);
+                                let mut listener = Locked(&self.listener);
+                                Task::open(
+                                    &self.state,
+                                    &self.config,
+                                    &self.clients,
+                                    TaskId::new(0, partition),
+                                    self.partitions,
+                                    &mut listener,
+                                )
+                            }
+                        };
                         if let Err(std::sync::mpsc::SendError((_, Ok(task)))) =
                             done.send((partition, task))
                         {
                             // Nobody waits any more: the application is gone.
                             task.abandon();
                         }
+                        self.restores_finished.fetch_add(1, Ordering::Release);
                     }
                 });
             }
@@ -184,6 +190,7 @@ impl Shared {
                     next_offset: task.next_offset(0),
                     next_offsets,
                     restore_time: restoring.started.elapsed(),
+                    resumed: task.resumed(),
                 },
             );
             self.tasks.lock().insert(partition, task);
@@ -348,6 +355,26 @@ impl Shared {
             Err(err) => tracing::warn!(%err, partition, "closing a promoted standby"),
         }
     }
+}
+
+/// The suspended `task`, resumed; `None` when it cannot be (another owner committed to it
+/// since it was suspended, or its fence failed): it is then closed without committing, to be
+/// opened anew.
+fn resumed(mut task: Task) -> Option<Task> {
+    match task.resume() {
+        Ok(true) => {
+            tracing::info!(task = %task.id, "resuming a task suspended by the rebalance");
+            return Some(task);
+        }
+        Ok(false) => {
+            tracing::info!(task = %task.id, "another owner committed to a suspended task: restoring it");
+        }
+        Err(err) => {
+            tracing::warn!(task = %task.id, %err, "resuming a suspended task failed: restoring it");
+        }
+    }
+    task.abandon();
+    None
 }
 
 /// What seeking a restored task's partitions to its position came to.

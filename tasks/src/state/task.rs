@@ -98,6 +98,8 @@ pub(crate) struct Task {
     /// its record, so they are never committed (see [`begin_call`](Task::begin_call)).
     poisoned: bool,
     pub metrics: TaskMetrics,
+    /// The task was [`resume`](Task::resume)d rather than opened.
+    resumed: bool,
     /// Unique among the tasks this process opened: a task closed and opened again is a new
     /// generation, which gets a new processor from a [`ProcessorPool`](crate::ProcessorPool).
     pub generation: u64,
@@ -158,6 +160,7 @@ impl Task {
             punctuated: false,
             poisoned: false,
             metrics,
+            resumed: false,
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             dir,
         })
@@ -439,18 +442,60 @@ impl Task {
             .collect()
     }
 
+    /// Commits, flushes and checkpoints every store (one checkpoint file write), keeping them
+    /// open: a task revoked by an eager rebalance, which the same rebalance may assign here
+    /// again ([`resume`](Task::resume)), else [`close`](Task::close)s. Returns what
+    /// [`commit`](Task::commit) does.
+    pub fn suspend(&mut self) -> Result<Vec<(usize, u64)>> {
+        let committed = self.commit()?;
+        for slot in &self.slots {
+            if let Some(store) = slot.logged() {
+                store.stage_checkpoint()?;
+            }
+        }
+        self.dir.checkpoint().write_staged()?;
+        Ok(committed)
+    }
+
+    /// Takes a [`suspend`](Task::suspend)ed task back for a new assignment here: fences each
+    /// logged store's changelog again, which replays into the store whatever another owner
+    /// committed since the suspension and makes later appends of any other owner count for
+    /// nothing, and makes the task a new generation (a new processor, whose `init` runs
+    /// before its first record, as for a task opened anew). Returns `false` when another
+    /// owner committed to a store meanwhile (its position moved): the task is then to be
+    /// closed without committing and opened again, which restores it.
+    ///
+    /// # Errors
+    /// As [`LoggedStore::fence`], or a store position that cannot be read.
+    pub fn resume(&mut self) -> Result<bool> {
+        for slot in &mut self.slots {
+            let Some(store) = slot.open.kv.logged() else {
+                continue;
+            };
+            store.fence()?;
+            let (position, stream_time) = read_position(store, &self.topics)?;
+            if position != slot.position || stream_time != slot.stream_time {
+                return Ok(false);
+            }
+            slot.restored = RestoreOutcome::default();
+        }
+        self.generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.initialized = false;
+        self.punctuated = false;
+        self.punctuators = RefCell::new(Punctuators::default());
+        self.resumed = true;
+        Ok(true)
+    }
+
+    /// Whether the task was [`resume`](Task::resume)d after a suspension rather than opened.
+    pub fn resumed(&self) -> bool {
+        self.resumed
+    }
+
     /// Commits, flushes and checkpoints every store (one checkpoint file write), then closes
     /// them, keeping their files: the next owner on this machine replays nothing.
     pub fn close(mut self) -> Result<Vec<(usize, u64)>> {
-        let committed = self.commit().and_then(|committed| {
-            for slot in &self.slots {
-                if let Some(store) = slot.logged() {
-                    store.stage_checkpoint()?;
-                }
-            }
-            self.dir.checkpoint().write_staged()?;
-            Ok(committed)
-        });
+        let committed = self.suspend();
         if committed.is_err() {
             self.abandon();
             return committed;
