@@ -739,7 +739,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
                 restore_time.as_millis()
             );
         }
-        TaskEventKind::Revoked => eprintln!("revoked {}", event.task),
+        TaskEventKind::Revoked => eprintln!("revoked {} at {} ms", event.task, unix_ms()),
         TaskEventKind::Lost => eprintln!("lost {}", event.task),
         TaskEventKind::Fenced => eprintln!("fenced {}", event.task),
     }

@@ -193,11 +193,18 @@ impl Application {
         let threaded = self.shared.config.stream_threads > 1;
         let (consumer, queues) = (&self.consumer, &mut self.queues);
         let inputs = &self.shared.inputs;
-        self.shared.finish_restores(consumer, &mut |task| {
+        let waiting = self.shared.finish_restores(consumer, &mut |task| {
             if threaded {
                 queues.split(consumer, inputs, task);
             }
         })?;
+        // A restored task whose partitions librdkafka does not fetch yet is looked at again
+        // after a short wait, not a whole `timeout`.
+        let timeout = if waiting {
+            timeout.min(IDLE_WAIT)
+        } else {
+            timeout
+        };
         self.queues.follow(&self.shared.tasks.lock());
         let batch = poll_batch(&self.consumer, &self.queues, &self.shared, timeout);
         if let Some(err) = self.shared.error.lock().take() {

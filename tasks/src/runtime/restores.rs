@@ -94,6 +94,8 @@ impl Shared {
     /// started fetching yet (it still reads the group's offsets of a new assignment, which a
     /// task without logged stores can outrun) waits for the next call.
     ///
+    /// Returns whether a restored task waits so, for the caller to call again soon.
+    ///
     /// # Errors
     /// The first failed restore (one that timed out is started again instead), or a seek or
     /// resume librdkafka refuses.
@@ -101,14 +103,15 @@ impl Shared {
         self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
         split: &mut dyn FnMut(&Task),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut waiting = Vec::new();
         let taken = self.take_in_restored(consumer, split, &mut waiting);
+        let waits = !waiting.is_empty();
         let mut restorer = self.restorer.lock();
         for (partition, restoring, task) in waiting {
             restorer.put_back(partition, restoring, task);
         }
-        taken
+        taken.map(|()| waits)
     }
 
     /// [`finish_restores`](Shared::finish_restores), leaving the tasks that wait in `waiting`.
