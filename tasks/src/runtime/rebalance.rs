@@ -190,11 +190,8 @@ impl Shared {
         };
         for task in closing {
             let id = task.id;
-            match task.close() {
-                Ok(_) => tracing::info!(task = %id, "suspended task not assigned again: closed"),
-                Err(err) if err.kind() == ErrorKind::Fenced => {
-                    tracing::warn!(task = %id, %err, "suspended task was fenced by a newer owner");
-                }
+            match task.close_suspended() {
+                Ok(()) => tracing::info!(task = %id, "suspended task not assigned again: closed"),
                 Err(err) => self.fail(err),
             }
         }

@@ -500,13 +500,24 @@ impl Task {
             self.abandon();
             return committed;
         }
+        self.close_stores()?;
+        committed
+    }
+
+    /// Closes the stores of a [`suspend`](Task::suspend)ed task, which committed them then:
+    /// nothing reaches the changelogs, which another instance may own by now.
+    pub fn close_suspended(self) -> Result<()> {
+        self.close_stores()
+    }
+
+    fn close_stores(&self) -> Result<()> {
         for slot in &self.slots {
             match &slot.open.kv.backing {
                 Backing::Logged(store) => store.close()?,
                 Backing::Local(store) => store.close()?,
             }
         }
-        committed
+        Ok(())
     }
 
     /// Closes every store without committing: a logged store's buffered writes are dropped.
@@ -645,5 +656,71 @@ mod tests {
             .collect();
         assert!(logged.contains(&b"kept".to_vec()), "{logged:?}");
         assert!(!logged.contains(&b"dropped".to_vec()), "{logged:?}");
+    }
+
+    /// A suspended task is resumed only while no other owner committed to its changelog
+    /// since: one that did moved the store's position, so the task is opened anew (restored)
+    /// rather than resumed on a state that misses those commits.
+    #[test]
+    fn a_suspended_task_resumes_only_while_no_other_owner_committed_to_it() {
+        use statestore_changelog::{KafkaClients, NoopRestoreListener, StateDirectory, TaskId};
+
+        use super::Task;
+        use crate::{StoreSpec, TasksConfig};
+
+        let Some(bootstrap) = statestore_test_support::kafka_bootstrap(
+            "a_suspended_task_resumes_only_while_no_other_owner_committed_to_it",
+        ) else {
+            return;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let app = format!("task-suspend-{}-{nanos}", std::process::id());
+        let input = format!("{app}-input");
+        crate::create_topic(&bootstrap, &input, 1).expect("input topic");
+        let (dir_a, dir_b) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        let config = |dir: &std::path::Path| TasksConfig {
+            application_id: app.clone(),
+            state_dir: dir.to_owned(),
+            bootstrap_servers: bootstrap.clone(),
+            input_topics: vec![input.clone()],
+            stores: vec![StoreSpec::new("counts", "redb")],
+            ..TasksConfig::default()
+        };
+        let (config_a, config_b) = (config(dir_a.path()), config(dir_b.path()));
+        let clients_a =
+            KafkaClients::new(&config_a.changelog_config(&config_a.stores[0], 1)).expect("clients");
+        let clients_b =
+            KafkaClients::new(&config_b.changelog_config(&config_b.stores[0], 1)).expect("clients");
+        crate::group::topics::prepare(&clients_a, &config_a).expect("changelog topic");
+        let state_a = StateDirectory::open(dir_a.path(), &app).expect("state dir");
+        let state_b = StateDirectory::open(dir_b.path(), &app).expect("state dir");
+        let id = TaskId::new(0, 0);
+        let open = |state: &StateDirectory, config: &TasksConfig, clients: &KafkaClients| {
+            Task::open(state, config, clients, id, 1, &mut NoopRestoreListener).expect("open")
+        };
+
+        let mut a = open(&state_a, &config_a, &clients_a);
+        a.slots[0].open.kv.put(b"word", b"1").expect("put");
+        a.pass(0, 0);
+        a.suspend().expect("suspend");
+        assert!(a.resume().expect("resume"), "no other owner: resumed");
+        assert!(a.resumed());
+        a.suspend().expect("suspend again");
+
+        let mut b = open(&state_b, &config_b, &clients_b);
+        assert_eq!(b.next_offset(0), Some(1));
+        b.slots[0].open.kv.put(b"word", b"2").expect("put");
+        b.pass(0, 1);
+        b.close().expect("close");
+
+        // Another owner committed: A's fence replays B's commit (or finds A fenced), and A
+        // is not resumed.
+        assert!(!matches!(a.resume(), Ok(true)), "resumed over B's commit");
+        a.abandon();
     }
 }
