@@ -23,7 +23,9 @@ Parts (--parts):
   failover    statestore and Kafka Streams, two instances (session timeout 10 s) share
               --failover-keys keys; one is killed with kill -9: time from the kill to the
               survivor's first record on the last of the victim's tasks, with 0 and 1 standby
-              replicas (the approach of examples/partitioned-wordcount/figures.sh)
+              replicas (the approach of examples/partitioned-wordcount/figures.sh);
+              --failover-repeats N runs each N times, the systems alternating, and reports
+              the median and the range
 
 Writes results.json, results.md and a chart (results.png, results.svg) to --out, and progress
 lines to stderr.
@@ -445,11 +447,12 @@ class Harness:
                 total += sum(f.stat().st_size for f in files.rglob("*") if f.is_file())
         return total
 
-    def failover(self, system: str, standbys: int) -> dict:
+    def failover(self, system: str, standbys: int, repeat: int = 0) -> dict:
         """Two instances share the keys; the victim is killed; time from the kill to the
-        survivor's first record on the last of the victim's tasks."""
+        survivor's first record on the last of the victim's tasks (`repeat`: which of the
+        --failover-repeats runs, each its own application and topic)."""
         a, kafka = self.args, self.kafka
-        app = self.app_id(f"failover-{system}-{standbys}")
+        app = self.app_id(f"failover-{system}-{standbys}" + (f"-r{repeat}" if repeat else ""))
         topic = f"{app}-keys"
         self.produce(topic, 0, 0, distinct_keys=True)
         progress(f"failover {system}, {standbys} standby: two instances, {a.failover_keys:,} keys")
@@ -546,6 +549,9 @@ def main() -> None:
     parser.add_argument("--parts", default="throughput,restart,restore,failover",
                         type=lambda s: s.split(","))
     parser.add_argument("--standbys", default="0,1", type=lambda s: [int(n) for n in s.split(",")])
+    parser.add_argument("--failover-repeats", type=int, default=1,
+                        help="failover runs per system x standby count, the systems alternating "
+                             "(the table shows their median and range)")
     parser.add_argument("--session-timeout-ms", type=int, default=10000)
     parser.add_argument("--assignment-strategy", default="range",
                         choices=["range", "roundrobin", "cooperative-sticky"],
@@ -559,6 +565,8 @@ def main() -> None:
                         help="only the threads run (needs --threads-work-us)")
     args = parser.parse_args()
     args.failover_keys = args.failover_keys or args.keys
+    if args.failover_repeats < 1:
+        parser.error("--failover-repeats must be at least 1")
     for guarantee in args.guarantees:
         if guarantee not in GUARANTEE_SHORT:
             parser.error(f"unknown guarantee {guarantee}")
@@ -598,6 +606,7 @@ def measure(args, harness: Harness) -> dict:
                "load_average_at_start": os.getloadavg()[0], "cpus": os.cpu_count(),
                "lines": args.lines, "keys": args.keys, "failover_keys": args.failover_keys,
                "session_timeout_ms": args.session_timeout_ms,
+               "failover_repeats": args.failover_repeats,
                "throughput": {}, "restore": {}, "failover": {}}
     if "throughput" in args.parts:
         topic = f"peers-words-{harness.run}"
@@ -619,12 +628,28 @@ def measure(args, harness: Harness) -> dict:
                 results["restore"]["statestore-snapshot"] = \
                     harness.restore(system, topic, keys, snapshots=True)
     if "failover" in args.parts:
-        for system in pair:
-            for standbys in args.standbys:
-                results["failover"][f"{system}-{standbys}"] = {
-                    "system": system, "standbys": standbys, **harness.failover(system, standbys)}
+        # The repeats alternate the systems, so that a slow stretch of the machine falls on
+        # both; each system x standby reports the median of its runs and their range.
+        runs: dict[str, list[dict]] = {}
+        for standbys in args.standbys:
+            for repeat in range(args.failover_repeats):
+                for system in pair:
+                    runs.setdefault(f"{system}-{standbys}", []).append(
+                        harness.failover(system, standbys, repeat))
+        for key, done in runs.items():
+            seconds = sorted(run["failover_s"] for run in done)
+            system, standbys = key.rsplit("-", 1)
+            results["failover"][key] = {
+                "system": system, "standbys": int(standbys), "failover_s": median(seconds),
+                "min_s": seconds[0], "max_s": seconds[-1], "runs": done}
     results["load_average_at_end"] = os.getloadavg()[0]
     return results
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 LABELS = {"statestore": "statestore", "kafka-streams": "Kafka Streams",
@@ -685,11 +710,15 @@ def render(results: dict) -> str:
     if results["failover"]:
         lines += [f"Failover: two instances, {results['failover_keys']:,} distinct keys, session "
                   f"timeout {results['session_timeout_ms'] / 1000:g} s; kill -9 of one to the "
-                  "survivor's first record on the last of its tasks", "",
-                  "| | standby replicas | failover (s) |", "|---|---:|---:|"]
+                  "survivor's first record on the last of its tasks; the median of "
+                  f"{results.get('failover_repeats', 1)} run(s) and their range", "",
+                  "| | standby replicas | failover (s), median | min - max (s) |",
+                  "|---|---:|---:|---:|"]
         for row in results["failover"].values():
             lines.append(f"| {LABELS[row['system']]} | {row['standbys']} "
-                         f"| {row['failover_s']:.2f} |")
+                         f"| {row['failover_s']:.2f} "
+                         f"| {fmt(row.get('min_s'), '{:.2f}')} - "
+                         f"{fmt(row.get('max_s'), '{:.2f}')} |")
         lines.append("")
     return "\n".join(lines)
 

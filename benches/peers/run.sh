@@ -9,6 +9,10 @@
 #       (default: 300 000 lines of 8 words, 2.4M records; 1M keys for restore and failover)
 #   benches/peers/run.sh --lines 25000 --keys 100000      a quick run (200 000 records)
 #   benches/peers/run.sh --systems statestore,kafka-streams --parts throughput --thread-counts 1
+#   benches/peers/run.sh --systems statestore,kafka-streams --parts failover --standbys 0 \
+#       --failover-repeats 3      each failover 3 times, the systems alternating: the median
+#       and the range (one run cannot separate two systems: the session timeout and the killed
+#       instance's heartbeat phase spread a failover over 1.5-3.5 s)
 #   benches/peers/run.sh 60000 --threads-work-us 40 --threads-only   (1 against 2 processing
 #       threads, each record given 40 us of CPU work, statestore alone)
 #

@@ -119,8 +119,13 @@ pub enum TaskEventKind {
         /// How long opening and restoring took, for every task assigned with this one (they
         /// restore in parallel).
         restore_time: std::time::Duration,
+        /// The task was revoked by the eager rebalance that assigned it here again, and its
+        /// stores stayed open: resumed (its changelogs fenced again), nothing restored.
+        resumed: bool,
     },
-    /// The task was revoked: committed and closed, its files kept.
+    /// The task was revoked: committed and closed, its files kept. Under the eager protocol
+    /// its stores stay open until the rebalance's assignment: a task assigned here again is
+    /// resumed (an `Assigned` that restored nothing) rather than opened anew.
     Revoked,
     /// The task was lost (this instance missed its session timeout): closed without
     /// committing.

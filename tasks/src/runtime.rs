@@ -153,6 +153,7 @@ impl Application {
                 config.key_partitioner,
             )),
             restorer: Mutex::new(Restorer::new()),
+            restores_finished: AtomicU64::new(0),
             outputs_lost: AtomicBool::new(false),
             migrated: AtomicBool::new(false),
             queries,
@@ -491,6 +492,9 @@ impl Application {
             .abandon_restores(self.shared.config.request_timeout());
         let flushed = self.shared.commit_before_close(&self.consumer);
         let tasks = std::mem::take(&mut *self.shared.tasks.lock());
+        // Revoked already (their event told), their group offsets committed then: another
+        // member may own them by now, so they only close.
+        let suspended = std::mem::take(&mut self.shared.restorer.lock().suspended);
         let standbys = std::mem::take(&mut *self.shared.standbys.lock());
         let mut first_error = flushed.err();
         for slot in standbys.into_values() {
@@ -499,6 +503,11 @@ impl Application {
             }
         }
         let mut offsets = Vec::new();
+        for task in suspended.into_values() {
+            if let Err(err) = task.close_suspended() {
+                first_error = first_error.or(Some(err));
+            }
+        }
         for (partition, task) in tasks {
             if task.is_poisoned() || first_error.is_some() {
                 task.abandon();

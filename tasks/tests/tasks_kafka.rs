@@ -223,7 +223,37 @@ fn two_instances_share_tasks_join_and_leave_with_exact_counts() {
     else {
         return;
     };
-    join_and_leave(&bootstrap, AssignmentStrategy::Range, 1);
+    let (a_events, b_events) = join_and_leave(&bootstrap, AssignmentStrategy::Range, 1);
+    // The eager rebalances of B's join and leave revoked all of A's tasks; those assigned
+    // back to A in the same rebalance were resumed, their stores kept open (with the exact
+    // counts and the stores equal to their changelogs above: nothing lost or counted twice),
+    // and only the tasks that had been B's were opened again.
+    let b_tasks: std::collections::BTreeSet<u32> = b_events
+        .iter()
+        .filter(|e| matches!(e.kind, TaskEventKind::Assigned { .. }))
+        .map(|e| e.task.partition)
+        .collect();
+    let mut opened = std::collections::BTreeSet::new();
+    let mut resumed = 0;
+    for event in &a_events {
+        let p = event.task.partition;
+        if let TaskEventKind::Assigned {
+            resumed: was_resumed,
+            restored,
+            ..
+        } = &event.kind
+        {
+            let expected = opened.contains(&p) && !b_tasks.contains(&p);
+            assert_eq!(*was_resumed, expected, "{event:?} in {a_events:?}");
+            if *was_resumed {
+                assert!(restored.iter().all(|(_, o)| o.records == 0), "{event:?}");
+                resumed += 1;
+            }
+            opened.insert(p);
+        }
+    }
+    // Two through B's join and two through its leave.
+    assert!(resumed >= 4, "{a_events:?}");
 }
 
 /// As above with two processing threads per instance, each task's records in a queue of its

@@ -157,7 +157,6 @@ fn a_standby_pairs_stores_by_name_when_an_unlogged_store_comes_first() {
     };
     let (app, input) = (unique("unlogged-sb-app"), unique("unlogged-sb-input"));
     create_topic(&bootstrap, &input, PARTITIONS as i32);
-    let expected = produce(&bootstrap, &input, PARTITIONS, 0..1_000);
     let dirs = [
         tempfile::tempdir().expect("dir"),
         tempfile::tempdir().expect("dir"),
@@ -182,12 +181,16 @@ fn a_standby_pairs_stores_by_name_when_an_unlogged_store_comes_first() {
             .map(|i| i.processed.load(Ordering::Relaxed))
             .sum::<u64>()
     };
-    let settled = wait_until(Duration::from_secs(120), || {
-        let both_active = instances[0].queries.all_metadata().is_ok_and(|all| {
+    let both_active = wait_until(Duration::from_secs(120), || {
+        instances[0].queries.all_metadata().is_ok_and(|all| {
             all.len() == 2 && all.iter().all(|instance| !instance.active.is_empty())
-        });
-        both_active && all_processed() >= 1_000
+        })
     });
+    assert!(both_active, "both instances hold tasks");
+    // Produced once both hold their tasks: a record processed before the second joined would
+    // leave its scratch mark with an instance that may no longer own its task.
+    let expected = produce(&bootstrap, &input, PARTITIONS, 0..1_000);
+    let settled = wait_until(Duration::from_secs(120), || all_processed() >= 1_000);
     assert!(settled, "processed {}", all_processed());
     for (word, &count) in &expected {
         let partition = partition_of(word, PARTITIONS).cast_unsigned();

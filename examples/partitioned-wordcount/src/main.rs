@@ -743,6 +743,18 @@ fn report(event: &statestore_tasks::TaskEvent) {
             restored,
             next_offset,
             restore_time,
+            resumed,
+            ..
+        } if *resumed => eprintln!(
+            "assigned {} at offset {next_offset:?} at {} ms (resumed in {} ms)",
+            event.task,
+            unix_ms(),
+            restore_time.as_millis()
+        ),
+        TaskEventKind::Assigned {
+            restored,
+            next_offset,
+            restore_time,
             ..
         } => {
             let wiped = restored.iter().any(|(_, outcome)| outcome.wiped);
@@ -761,7 +773,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
                 restore_time.as_millis()
             );
         }
-        TaskEventKind::Revoked => eprintln!("revoked {}", event.task),
+        TaskEventKind::Revoked => eprintln!("revoked {} at {} ms", event.task, unix_ms()),
         TaskEventKind::Lost => eprintln!("lost {}", event.task),
         TaskEventKind::Fenced => eprintln!("fenced {}", event.task),
     }

@@ -249,11 +249,18 @@ impl Application {
         let threaded = self.shared.config.stream_threads > 1;
         let (consumer, queues) = (&self.consumer, &mut self.queues);
         let inputs = &self.shared.inputs;
-        self.shared.finish_restores(consumer, &mut |task| {
+        let waiting = self.shared.finish_restores(consumer, &mut |task| {
             if threaded {
                 queues.split(consumer, inputs, task);
             }
         })?;
+        // A restored task whose partitions librdkafka does not fetch yet is looked at again
+        // after a short wait, not a whole `timeout`.
+        let timeout = if waiting {
+            timeout.min(IDLE_WAIT)
+        } else {
+            timeout
+        };
         self.queues.follow(&self.shared.tasks.lock());
         let batch = poll_batch(&self.consumer, &self.queues, &self.shared, timeout);
         if let Some(err) = self.shared.error.lock().take() {
@@ -318,13 +325,15 @@ impl Application {
     }
 }
 
-/// The longest one wait lasts while every queue is empty, should an arrival not wake it.
+/// The longest one wait lasts while every queue is empty (should an arrival not wake it),
+/// or while tasks restore (a finished restore does not wake it).
 const IDLE_WAIT: Duration = Duration::from_millis(5);
 
 /// Polls a batch: up to `max_poll_records` records from each task's own queue, then from
 /// the consumer's queue (which also serves rebalances), up to `max_poll_records` times the
 /// stream threads in all; waits up to `timeout` for a first record, then only takes what is
-/// fetched already. Stops after a rebalance, whose callbacks ran inside the consumer's poll.
+/// fetched already. Stops after a rebalance, whose callbacks ran inside the consumer's poll,
+/// and once a restore finished, for its task to be taken in without waiting out `timeout`.
 fn poll_batch<'c>(
     consumer: &'c BaseConsumer<GroupContext>,
     queues: &'c PartitionQueues,
@@ -332,7 +341,11 @@ fn poll_batch<'c>(
     timeout: Duration,
 ) -> Vec<BorrowedMessage<'c>> {
     let rebalances = shared.rebalances.load(Ordering::Relaxed);
-    let rebalanced = || shared.rebalances.load(Ordering::Relaxed) != rebalances;
+    let finished = shared.restores_finished.load(Ordering::Acquire);
+    let interrupted = || {
+        shared.rebalances.load(Ordering::Relaxed) != rebalances
+            || shared.restores_finished.load(Ordering::Acquire) != finished
+    };
     let each = shared.config.max_poll_records;
     let max = each.saturating_mul(shared.config.stream_threads);
     let deadline = Instant::now() + timeout;
@@ -354,21 +367,23 @@ fn poll_batch<'c>(
             }
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let mut wait = match (batch.is_empty(), queues.queues.is_empty()) {
-            (false, _) => Duration::ZERO,
-            (true, true) => remaining,
-            (true, false) => {
+        let restoring = !shared.restorer.lock().tasks.is_empty();
+        let mut wait = match (batch.is_empty(), queues.queues.is_empty(), restoring) {
+            (false, _, _) => Duration::ZERO,
+            (true, true, false) => remaining,
+            (true, true, true) => remaining.min(IDLE_WAIT),
+            (true, false, _) => {
                 queues.arrived.wait(remaining.min(IDLE_WAIT));
                 Duration::ZERO
             }
         };
-        while batch.len() < max && !rebalanced() {
+        while batch.len() < max && !interrupted() {
             if !take(consumer.poll(past_whole_ms(wait)), &mut batch) {
                 break;
             }
             wait = Duration::ZERO;
         }
-        if !batch.is_empty() || rebalanced() || Instant::now() >= deadline {
+        if !batch.is_empty() || interrupted() || Instant::now() >= deadline {
             return batch;
         }
     }

@@ -3,15 +3,16 @@
 //! librdkafka calls them from inside `BaseConsumer::poll`, on the application's own thread. On
 //! assignment they only start the new tasks' restores on a restore thread and pause their
 //! partitions (see the `restorer` module); the poll loop takes each task in once it is
-//! restored. On revocation they commit and close the revoked tasks. Errors are kept and
-//! returned by the next `poll` of the application.
+//! restored. On revocation they commit and close the revoked tasks (under the eager protocol
+//! they suspend them: the assignment that follows resumes those it assigns here again and
+//! closes the others). Errors are kept and returned by the next `poll` of the application.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use store_api::ErrorKind;
 
@@ -19,6 +20,7 @@ use super::shared::*;
 use crate::TaskEventKind;
 use crate::group::topics::convert;
 use crate::runtime::restorer::Restoring;
+use crate::state::task::Task;
 use statestore_changelog::kafka_util::retry;
 
 impl Shared {
@@ -168,9 +170,41 @@ impl Shared {
             .collect()
     }
 
+    /// Closes the tasks suspended by the eager revocation before this assignment that it does
+    /// not assign here again. The standbys' map stays locked meanwhile, so that no standby
+    /// copy of such a task opens its stores before they close.
+    pub(super) fn close_suspended(&self, tpl: &TopicPartitionList) {
+        let assigned = self.partitions_of(tpl);
+        let _no_copy_placed = self.standbys.lock();
+        let closing: Vec<Task> = {
+            let mut restorer = self.restorer.lock();
+            let gone: Vec<u32> = restorer
+                .suspended
+                .keys()
+                .filter(|partition| !assigned.contains(partition))
+                .copied()
+                .collect();
+            gone.iter()
+                .filter_map(|partition| restorer.suspended.remove(partition))
+                .collect()
+        };
+        for task in closing {
+            let id = task.id;
+            match task.close_suspended() {
+                Ok(()) => tracing::info!(task = %id, "suspended task not assigned again: closed"),
+                Err(err) => self.fail(err),
+            }
+        }
+    }
+
     /// Commits and closes the revoked tasks, or closes them without committing when the
-    /// assignment was lost.
+    /// assignment was lost. Under the eager protocol a committed task is suspended instead
+    /// of closed (see the `restorer` module): the same rebalance may assign it here again.
     pub(super) fn revoke(&self, consumer: &BaseConsumer<GroupContext>, tpl: &TopicPartitionList) {
+        let eager = !matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
         // A revoked task commits only once its outputs are acknowledged (under exactly-once:
         // once every task's transaction committed).
         let flushed = self.commit_before_close(consumer);
@@ -194,7 +228,7 @@ impl Shared {
                 restoring.revoked = true;
                 continue;
             }
-            let Some(task) = self.tasks.lock().remove(&partition) else {
+            let Some(mut task) = self.tasks.lock().remove(&partition) else {
                 continue;
             };
             if lost || task.is_poisoned() {
@@ -204,7 +238,21 @@ impl Shared {
                 self.event(partition, TaskEventKind::Lost);
                 continue;
             }
-            match task.close() {
+            let closed = if eager {
+                match task.suspend() {
+                    Ok(committed) => {
+                        self.restorer.lock().suspended.insert(partition, task);
+                        Ok(committed)
+                    }
+                    Err(err) => {
+                        task.abandon();
+                        Err(err)
+                    }
+                }
+            } else {
+                task.close()
+            };
+            match closed {
                 Ok(committed) => {
                     let offsets = self.group_offsets_of(partition, &committed);
                     if let Err(err) = commit_group(consumer, &offsets) {
@@ -257,7 +305,10 @@ impl ConsumerContext for GroupContext {
         self.shared.rebalances.fetch_add(1, Ordering::Relaxed);
         self.shared.lifecycle.to(crate::AppState::Rebalancing);
         match rebalance {
-            Rebalance::Assign(tpl) => self.shared.assign(consumer, tpl),
+            Rebalance::Assign(tpl) => {
+                self.shared.close_suspended(tpl);
+                self.shared.assign(consumer, tpl);
+            }
             Rebalance::Revoke(tpl) => self.shared.revoke(consumer, tpl),
             Rebalance::Error(err) => tracing::warn!(%err, "rebalance error"),
         }

@@ -7,6 +7,11 @@
 //! and fenced, the poll loop takes the task in, seeks its partitions to the task's own
 //! position and resumes them. A task revoked while it restores is closed when its restore
 //! ends, unless it is assigned here again meanwhile.
+//!
+//! Under the eager protocol a rebalance revokes every task before it assigns any: a revoked
+//! task is committed and suspended rather than closed, and if the rebalance assigns it here
+//! again its restore thread resumes it (a fence of its changelogs, no replay) instead of
+//! opening its stores anew; the assignment closes the suspended tasks it does not hold.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -34,6 +39,9 @@ pub(crate) type Restored = (u32, Result<Task>);
 /// The tasks being restored, and the channel their restore threads report on.
 pub(crate) struct Restorer {
     pub tasks: BTreeMap<u32, Restoring>,
+    /// Tasks revoked by an eager rebalance, committed, their stores open: resumed if the
+    /// rebalance assigns them here again, closed otherwise.
+    pub suspended: BTreeMap<u32, Task>,
     done_tx: Sender<Restored>,
     done_rx: Receiver<Restored>,
 }
@@ -43,6 +51,7 @@ impl Restorer {
         let (done_tx, done_rx) = mpsc::channel();
         Restorer {
             tasks: BTreeMap::new(),
+            suspended: BTreeMap::new(),
             done_tx,
             done_rx,
         }

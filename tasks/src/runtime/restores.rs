@@ -31,23 +31,29 @@ impl Shared {
                     while let Some(&partition) =
                         partitions.get(next.fetch_add(1, Ordering::Relaxed))
                     {
-                        let id = TaskId::new(0, partition);
-                        self.promote_standby(partition);
-                        let mut listener = Locked(&self.listener);
-                        let task = Task::open(
-                            &self.state,
-                            &self.config,
-                            &self.clients,
-                            id,
-                            self.partitions,
-                            &mut listener,
-                        );
+                        let suspended = self.restorer.lock().suspended.remove(&partition);
+                        let task = match suspended.and_then(resumed) {
+                            Some(task) => Ok(task),
+                            None => {
+                                self.promote_standby(partition);
+                                let mut listener = Locked(&self.listener);
+                                Task::open(
+                                    &self.state,
+                                    &self.config,
+                                    &self.clients,
+                                    TaskId::new(0, partition),
+                                    self.partitions,
+                                    &mut listener,
+                                )
+                            }
+                        };
                         if let Err(std::sync::mpsc::SendError((_, Ok(task)))) =
                             done.send((partition, task))
                         {
                             // Nobody waits any more: the application is gone.
                             task.abandon();
                         }
+                        self.restores_finished.fetch_add(1, Ordering::Release);
                     }
                 });
             }
@@ -88,6 +94,8 @@ impl Shared {
     /// started fetching yet (it still reads the group's offsets of a new assignment, which a
     /// task without logged stores can outrun) waits for the next call.
     ///
+    /// Returns whether a restored task waits so, for the caller to call again soon.
+    ///
     /// # Errors
     /// The first failed restore (one that timed out is started again instead), or a seek or
     /// resume librdkafka refuses.
@@ -95,14 +103,15 @@ impl Shared {
         self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
         split: &mut dyn FnMut(&Task),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut waiting = Vec::new();
         let taken = self.take_in_restored(consumer, split, &mut waiting);
+        let waits = !waiting.is_empty();
         let mut restorer = self.restorer.lock();
         for (partition, restoring, task) in waiting {
             restorer.put_back(partition, restoring, task);
         }
-        taken
+        taken.map(|()| waits)
     }
 
     /// [`finish_restores`](Shared::finish_restores), leaving the tasks that wait in `waiting`.
@@ -184,6 +193,7 @@ impl Shared {
                     next_offset: task.next_offset(0),
                     next_offsets,
                     restore_time: restoring.started.elapsed(),
+                    resumed: task.resumed(),
                 },
             );
             self.tasks.lock().insert(partition, task);
@@ -348,6 +358,26 @@ impl Shared {
             Err(err) => tracing::warn!(%err, partition, "closing a promoted standby"),
         }
     }
+}
+
+/// The suspended `task`, resumed; `None` when it cannot be (another owner committed to it
+/// since it was suspended, or its fence failed): it is then closed without committing, to be
+/// opened anew.
+fn resumed(mut task: Task) -> Option<Task> {
+    match task.resume() {
+        Ok(true) => {
+            tracing::info!(task = %task.id, "resuming a task suspended by the rebalance");
+            return Some(task);
+        }
+        Ok(false) => {
+            tracing::info!(task = %task.id, "another owner committed to a suspended task: restoring it");
+        }
+        Err(err) => {
+            tracing::warn!(task = %task.id, %err, "resuming a suspended task failed: restoring it");
+        }
+    }
+    task.abandon();
+    None
 }
 
 /// What seeking a restored task's partitions to its position came to.

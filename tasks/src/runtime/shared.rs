@@ -55,6 +55,9 @@ pub(crate) struct Shared {
     pub outputs: Mutex<Outputs>,
     /// The tasks being restored on restore threads.
     pub restorer: Mutex<Restorer>,
+    /// Restores finished so far (each reported to the restorer): a poll that waits for
+    /// records stops waiting at the next one, for the poll loop to take the task in.
+    pub restores_finished: AtomicU64,
     /// A rebalance callback found that outputs may be lost (their delivery timed out): every
     /// task must go back to its last commit.
     pub outputs_lost: std::sync::atomic::AtomicBool,

@@ -160,7 +160,11 @@ impl Updater {
         let (unwanted, slots) = {
             let mut standbys = shared.standbys.lock();
             let mut active: BTreeSet<u32> = shared.tasks.lock().keys().copied().collect();
-            active.extend(shared.restorer.lock().tasks.keys().copied());
+            {
+                let restorer = shared.restorer.lock();
+                active.extend(restorer.tasks.keys().copied());
+                active.extend(restorer.suspended.keys().copied());
+            }
             let wanted: BTreeSet<u32> = wanted.difference(&active).copied().collect();
             let (unwanted, kept): (Vec<_>, Vec<_>) = standbys
                 .iter()

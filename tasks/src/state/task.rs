@@ -98,6 +98,8 @@ pub(crate) struct Task {
     /// its record, so they are never committed (see [`begin_call`](Task::begin_call)).
     poisoned: bool,
     pub metrics: TaskMetrics,
+    /// The task was [`resume`](Task::resume)d rather than opened.
+    resumed: bool,
     /// Unique among the tasks this process opened: a task closed and opened again is a new
     /// generation, which gets a new processor from a [`ProcessorPool`](crate::ProcessorPool).
     pub generation: u64,
@@ -158,6 +160,7 @@ impl Task {
             punctuated: false,
             poisoned: false,
             metrics,
+            resumed: false,
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             dir,
         })
@@ -439,29 +442,82 @@ impl Task {
             .collect()
     }
 
+    /// Commits, flushes and checkpoints every store (one checkpoint file write), keeping them
+    /// open: a task revoked by an eager rebalance, which the same rebalance may assign here
+    /// again ([`resume`](Task::resume)), else [`close`](Task::close)s. Returns what
+    /// [`commit`](Task::commit) does.
+    pub fn suspend(&mut self) -> Result<Vec<(usize, u64)>> {
+        let committed = self.commit()?;
+        for slot in &self.slots {
+            if let Some(store) = slot.logged() {
+                store.stage_checkpoint()?;
+            }
+        }
+        self.dir.checkpoint().write_staged()?;
+        Ok(committed)
+    }
+
+    /// Takes a [`suspend`](Task::suspend)ed task back for a new assignment here: fences each
+    /// logged store's changelog again, which replays into the store whatever another owner
+    /// committed since the suspension and makes later appends of any other owner count for
+    /// nothing, and makes the task a new generation (a new processor, whose `init` runs
+    /// before its first record, as for a task opened anew). Returns `false` when another
+    /// owner committed to a store meanwhile (its position moved): the task is then to be
+    /// closed without committing and opened again, which restores it.
+    ///
+    /// # Errors
+    /// As [`LoggedStore::fence`], or a store position that cannot be read.
+    pub fn resume(&mut self) -> Result<bool> {
+        for slot in &mut self.slots {
+            let Some(store) = slot.open.kv.logged() else {
+                continue;
+            };
+            store.fence()?;
+            let (position, stream_time) = read_position(store, &self.topics)?;
+            if position != slot.position || stream_time != slot.stream_time {
+                return Ok(false);
+            }
+            slot.restored = RestoreOutcome::default();
+        }
+        self.generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.initialized = false;
+        self.punctuated = false;
+        self.punctuators = RefCell::new(Punctuators::default());
+        self.resumed = true;
+        Ok(true)
+    }
+
+    /// Whether the task was [`resume`](Task::resume)d after a suspension rather than opened.
+    pub fn resumed(&self) -> bool {
+        self.resumed
+    }
+
     /// Commits, flushes and checkpoints every store (one checkpoint file write), then closes
     /// them, keeping their files: the next owner on this machine replays nothing.
     pub fn close(mut self) -> Result<Vec<(usize, u64)>> {
-        let committed = self.commit().and_then(|committed| {
-            for slot in &self.slots {
-                if let Some(store) = slot.logged() {
-                    store.stage_checkpoint()?;
-                }
-            }
-            self.dir.checkpoint().write_staged()?;
-            Ok(committed)
-        });
+        let committed = self.suspend();
         if committed.is_err() {
             self.abandon();
             return committed;
         }
+        self.close_stores()?;
+        committed
+    }
+
+    /// Closes the stores of a [`suspend`](Task::suspend)ed task, which committed them then:
+    /// nothing reaches the changelogs, which another instance may own by now.
+    pub fn close_suspended(self) -> Result<()> {
+        self.close_stores()
+    }
+
+    fn close_stores(&self) -> Result<()> {
         for slot in &self.slots {
             match &slot.open.kv.backing {
                 Backing::Logged(store) => store.close()?,
                 Backing::Local(store) => store.close()?,
             }
         }
-        committed
+        Ok(())
     }
 
     /// Closes every store without committing: a logged store's buffered writes are dropped.
@@ -600,5 +656,71 @@ mod tests {
             .collect();
         assert!(logged.contains(&b"kept".to_vec()), "{logged:?}");
         assert!(!logged.contains(&b"dropped".to_vec()), "{logged:?}");
+    }
+
+    /// A suspended task is resumed only while no other owner committed to its changelog
+    /// since: one that did moved the store's position, so the task is opened anew (restored)
+    /// rather than resumed on a state that misses those commits.
+    #[test]
+    fn a_suspended_task_resumes_only_while_no_other_owner_committed_to_it() {
+        use statestore_changelog::{KafkaClients, NoopRestoreListener, StateDirectory, TaskId};
+
+        use super::Task;
+        use crate::{StoreSpec, TasksConfig};
+
+        let Some(bootstrap) = statestore_test_support::kafka_bootstrap(
+            "a_suspended_task_resumes_only_while_no_other_owner_committed_to_it",
+        ) else {
+            return;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let app = format!("task-suspend-{}-{nanos}", std::process::id());
+        let input = format!("{app}-input");
+        crate::create_topic(&bootstrap, &input, 1).expect("input topic");
+        let (dir_a, dir_b) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        let config = |dir: &std::path::Path| TasksConfig {
+            application_id: app.clone(),
+            state_dir: dir.to_owned(),
+            bootstrap_servers: bootstrap.clone(),
+            input_topics: vec![input.clone()],
+            stores: vec![StoreSpec::new("counts", "redb")],
+            ..TasksConfig::default()
+        };
+        let (config_a, config_b) = (config(dir_a.path()), config(dir_b.path()));
+        let clients_a =
+            KafkaClients::new(&config_a.changelog_config(&config_a.stores[0], 1)).expect("clients");
+        let clients_b =
+            KafkaClients::new(&config_b.changelog_config(&config_b.stores[0], 1)).expect("clients");
+        crate::group::topics::prepare(&clients_a, &config_a).expect("changelog topic");
+        let state_a = StateDirectory::open(dir_a.path(), &app).expect("state dir");
+        let state_b = StateDirectory::open(dir_b.path(), &app).expect("state dir");
+        let id = TaskId::new(0, 0);
+        let open = |state: &StateDirectory, config: &TasksConfig, clients: &KafkaClients| {
+            Task::open(state, config, clients, id, 1, &mut NoopRestoreListener).expect("open")
+        };
+
+        let mut a = open(&state_a, &config_a, &clients_a);
+        a.slots[0].open.kv.put(b"word", b"1").expect("put");
+        a.pass(0, 0);
+        a.suspend().expect("suspend");
+        assert!(a.resume().expect("resume"), "no other owner: resumed");
+        assert!(a.resumed());
+        a.suspend().expect("suspend again");
+
+        let mut b = open(&state_b, &config_b, &clients_b);
+        assert_eq!(b.next_offset(0), Some(1));
+        b.slots[0].open.kv.put(b"word", b"2").expect("put");
+        b.pass(0, 1);
+        b.close().expect("close");
+
+        // Another owner committed: A's fence replays B's commit (or finds A fenced), and A
+        // is not resumed.
+        assert!(!matches!(a.resume(), Ok(true)), "resumed over B's commit");
+        a.abandon();
     }
 }
