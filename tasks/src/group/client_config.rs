@@ -33,10 +33,11 @@ const QUEUED_MIN_MESSAGES: &str = "20000";
 /// The group consumer's `max.partition.fetch.bytes` with several stream threads, unless the
 /// properties say otherwise (librdkafka's default: 1 MiB). With several threads each input
 /// partition has a queue of its own, and librdkafka fetches a partition when that queue runs
-/// below `queued.min.messages`: the partitions fall out of step, most fetches carry one
-/// partition, and at 1 MiB a partition the fetches no longer keep up with the threads. With
-/// one queue for all partitions every fetch carries all of them.
-const SPLIT_MAX_PARTITION_FETCH_BYTES: &str = "2097152";
+/// below `queued.min.messages`: the partitions fall out of step and most fetches carry one
+/// partition, where with one queue for all partitions every fetch carries all of them. A
+/// larger share per fetch makes up for it; each fetched buffer stays in memory until its
+/// last record is processed, so the share is kept at 1.5 MiB, not more.
+const SPLIT_MAX_PARTITION_FETCH_BYTES: &str = "1572864";
 
 /// The group consumer's `fetch.wait.max.ms`, unless the properties say otherwise: how long the
 /// broker holds a fetch that finds no new record. librdkafka sends a broker its next fetch only
@@ -241,7 +242,7 @@ mod tests {
         );
         config.stream_threads = 2;
         let client = consumer_config(&config);
-        assert_eq!(client.get("max.partition.fetch.bytes"), Some("2097152"));
+        assert_eq!(client.get("max.partition.fetch.bytes"), Some("1572864"));
         config
             .properties
             .insert("max.partition.fetch.bytes".into(), "1048576".into());
