@@ -363,18 +363,24 @@ impl SnapshotStore {
     /// `Corruption` when a checksum fails, the snapshot is truncated or its header does not
     /// match its name; `Io` from the object store.
     pub fn read(&self, info: &SnapshotInfo) -> Result<Option<Snapshot>> {
-        let path = ObjectPath::from(info.path.as_str());
-        let bytes = match self.run(async {
-            match self.store.get(&path).await {
+        let Some(bytes) = self.get(&ObjectPath::from(info.path.as_str()))? else {
+            return Ok(None);
+        };
+        decode(info, bytes).map(Some)
+    }
+
+    /// The whole object at `path`; `None` when there is none (deleted meanwhile, say).
+    fn get(&self, path: &ObjectPath) -> Result<Option<Bytes>> {
+        match self.run(async {
+            match self.store.get(path).await {
                 Ok(got) => got.bytes().await,
                 Err(err) => Err(err),
             }
         }) {
-            Ok(bytes) => bytes,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(err) => return Err(object_error("reading", &path, err)),
-        };
-        decode(info, bytes).map(Some)
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(err) => Err(object_error("reading", path, err)),
+        }
     }
 
     /// Deletes all but the newest `keep` snapshots of (`topic`, `partition`), every file of

@@ -250,15 +250,8 @@ impl SnapshotStore {
     pub fn restore_files(&self, info: &SnapshotInfo, into: &dyn Checkpoints) -> Result<bool> {
         let path = ObjectPath::from(info.path.as_str());
         let corrupt = |why: String| Error::Corruption(format!("snapshot {}: {why}", info.path));
-        let bytes = match self.run(async {
-            match self.store.get(&path).await {
-                Ok(got) => got.bytes().await,
-                Err(err) => Err(err),
-            }
-        }) {
-            Ok(bytes) => bytes,
-            Err(object_store::Error::NotFound { .. }) => return Ok(false),
-            Err(err) => return Err(object_error("reading", &path, err)),
+        let Some(bytes) = self.get(&path)? else {
+            return Ok(false);
         };
         let manifest = decode_manifest(&bytes).map_err(corrupt)?;
         if manifest.topic != info.topic
