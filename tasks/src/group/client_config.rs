@@ -197,57 +197,58 @@ mod tests {
         );
     }
 
+    /// The group consumer's `key` is `default` under `config`, and `set` once the properties
+    /// say so.
+    fn assert_default_unless_set(
+        mut config: TasksConfig,
+        key: &str,
+        default: Option<&str>,
+        set: &str,
+    ) {
+        assert_eq!(consumer_config(&config).get(key), default, "{key}");
+        config.properties.insert(key.into(), set.into());
+        assert_eq!(consumer_config(&config).get(key), Some(set), "{key}");
+    }
+
     #[test]
     fn the_group_consumer_fetches_again_soon_unless_the_properties_say_otherwise() {
-        let mut config = TasksConfig::default();
-        let client = consumer_config(&config);
-        assert_eq!(client.get("fetch.queue.backoff.ms"), Some("10"));
-        config
-            .properties
-            .insert("fetch.queue.backoff.ms".into(), "1000".into());
-        let client = consumer_config(&config);
-        assert_eq!(client.get("fetch.queue.backoff.ms"), Some("1000"));
+        assert_default_unless_set(
+            TasksConfig::default(),
+            "fetch.queue.backoff.ms",
+            Some("10"),
+            "1000",
+        );
     }
 
     #[test]
     fn the_group_consumer_waits_less_for_an_empty_fetch_unless_the_properties_say_otherwise() {
-        let mut config = TasksConfig::default();
-        let client = consumer_config(&config);
-        assert_eq!(client.get("fetch.wait.max.ms"), Some("100"));
-        config
-            .properties
-            .insert("fetch.wait.max.ms".into(), "500".into());
-        let client = consumer_config(&config);
-        assert_eq!(client.get("fetch.wait.max.ms"), Some("500"));
+        assert_default_unless_set(
+            TasksConfig::default(),
+            "fetch.wait.max.ms",
+            Some("100"),
+            "500",
+        );
     }
 
     #[test]
     fn the_group_consumer_keeps_fewer_records_ready_unless_the_properties_say_otherwise() {
-        let mut config = TasksConfig::default();
-        let client = consumer_config(&config);
-        assert_eq!(client.get("queued.min.messages"), Some("20000"));
-        config
-            .properties
-            .insert("queued.min.messages".into(), "100000".into());
-        let client = consumer_config(&config);
-        assert_eq!(client.get("queued.min.messages"), Some("100000"));
+        assert_default_unless_set(
+            TasksConfig::default(),
+            "queued.min.messages",
+            Some("20000"),
+            "100000",
+        );
     }
 
     #[test]
     fn with_several_threads_the_group_consumer_fetches_more_of_a_partition_unless_told() {
-        let mut config = TasksConfig::default();
-        assert_eq!(
-            consumer_config(&config).get("max.partition.fetch.bytes"),
-            None
-        );
-        config.stream_threads = 2;
-        let client = consumer_config(&config);
-        assert_eq!(client.get("max.partition.fetch.bytes"), Some("1572864"));
-        config
-            .properties
-            .insert("max.partition.fetch.bytes".into(), "1048576".into());
-        let client = consumer_config(&config);
-        assert_eq!(client.get("max.partition.fetch.bytes"), Some("1048576"));
+        let key = "max.partition.fetch.bytes";
+        assert_default_unless_set(TasksConfig::default(), key, None, "1048576");
+        let threads = TasksConfig {
+            stream_threads: 2,
+            ..TasksConfig::default()
+        };
+        assert_default_unless_set(threads, key, Some("1572864"), "1048576");
     }
 
     #[test]
