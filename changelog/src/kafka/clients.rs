@@ -86,7 +86,10 @@ impl KafkaClients {
                 base: config.role_config("producer"),
                 admin_config: config.role_config("admin"),
                 producer: Mutex::new(None),
-                readers: Arc::new(ReaderPool::new(config.role_config("restore-consumer"))),
+                readers: Arc::new(ReaderPool::new(
+                    config.role_config("restore-consumer"),
+                    &config.application_id,
+                )),
                 admin: Mutex::new(None),
                 topics: Mutex::new(HashMap::new()),
                 producers_created: AtomicU64::new(0),
@@ -327,6 +330,9 @@ impl KafkaClients {
     /// visible to readers of committed records.
     ///
     /// # Errors
+    /// `Fenced` when the transactional producer was fenced (a newer epoch of its
+    /// transactional id: another incarnation, or the coordinator aborting a transaction that
+    /// outlived its timeout): the owner may no longer own its tasks.
     /// `InvalidArgument`, naming the API and the error, when the transactional producer had
     /// failed for good before (its records and those of its transaction are dropped all the
     /// same): the owner's work cannot go on on these clients, which the error says.

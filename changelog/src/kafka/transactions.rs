@@ -158,6 +158,10 @@ impl Transactions {
     /// `init_transactions` aborts the transaction).
     ///
     /// # Errors
+    /// `Fenced` when the producer was fenced (a newer producer of the transactional id, or
+    /// the coordinator aborting a transaction that outlived its timeout and bumping the
+    /// epoch): the owner may no longer own its tasks, and must not open them again. The
+    /// producer is dropped.
     /// `InvalidArgument` naming the API the brokers answered with a fatal error, when the
     /// producer had failed for good (a fatal error met on the way, by a record or by
     /// librdkafka's own requests, such as AddPartitionsToTxn); it is dropped all the same.
@@ -170,6 +174,11 @@ impl Transactions {
         let Some(producer) = state.producer.clone() else {
             return Ok(());
         };
+        if let Some(fenced) = fenced_by(&producer, "aborting the transaction") {
+            tracing::warn!(%fenced, "the transactional producer was fenced: dropped");
+            retire(&mut state);
+            return Err(fenced);
+        }
         if let Some(fatal) = failed_for_good(&producer, "aborting the transaction") {
             tracing::warn!(%fatal, "the transactional producer failed for good: dropped");
             retire(&mut state);
@@ -178,6 +187,16 @@ impl Transactions {
         if let Err(err) = producer.abort_transaction(self.timeout) {
             tracing::warn!(%err, "aborting the transaction failed: the producer is dropped");
             retire(&mut state);
+            let fenced = transaction_error(&err).is_some_and(|txn| is_fence(txn.code()))
+                || producer
+                    .client()
+                    .fatal_error()
+                    .is_some_and(|(code, _)| is_fence(code));
+            if fenced {
+                return Err(Error::Fenced(format!(
+                    "kafka, while aborting the transaction: {err}"
+                )));
+            }
         }
         Ok(())
     }
@@ -279,6 +298,13 @@ fn is_fence(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::UnknownMemberId
             | RDKafkaErrorCode::RebalanceInProgress
     )
+}
+
+/// `Fenced` when `producer` met a fence that librdkafka made fatal (a newer epoch of its
+/// transactional id), naming the code and librdkafka's reason.
+fn fenced_by(producer: &PolledProducer, doing: &str) -> Option<Error> {
+    let (code, reason) = producer.client().fatal_error()?;
+    is_fence(code).then(|| Error::Fenced(format!("kafka, while {doing}: {code:?}: {reason}")))
 }
 
 /// The fatal error `producer` met, if it did (librdkafka keeps the first), with the API and

@@ -328,6 +328,79 @@ fn a_zombie_past_its_session_leaves_nothing_visible() {
     eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
 }
 
+/// Each instance in turn is paused (SIGSTOP) past its session timeout and past its
+/// transaction timeout, while input flows with outputs: the coordinator aborts its open
+/// transaction and bumps its producer's epoch, and the group gives its tasks to the other.
+/// Resumed, the zombie finds its producer fenced: it drops its tasks without opening them
+/// again (which would fence the changelogs of their new owner) and rejoins. Every input has
+/// exactly one output to a `read_committed` reader after both rounds.
+#[test]
+fn a_zombie_past_its_transaction_timeout_steps_aside() {
+    let Some(bootstrap) = statestore_test_support::kafka_bootstrap(
+        "a_zombie_past_its_transaction_timeout_steps_aside",
+    ) else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let started = Instant::now();
+    let names = Names::create(&bootstrap, "pwc-eos-paused");
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let feeder = Feeder::start(&bootstrap, &names.topic);
+    let args = [
+        "--commit-interval-ms",
+        "1000",
+        "--transaction-timeout-ms",
+        "10000",
+    ];
+    let mut instances = vec![
+        names.start("a", &bootstrap, &dirs[0], &args),
+        names.start("b", &bootstrap, &dirs[1], &args),
+    ];
+    for instance in &mut instances {
+        instance.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
+    }
+    for paused in [1, 0] {
+        let other = 1 - paused;
+        watch(
+            Duration::from_secs(3),
+            &mut instances.iter_mut().collect::<Vec<_>>(),
+        );
+        let paused_at = instances[paused].mark();
+        signal(&instances[paused], "STOP");
+        // Past the session (6 s) and the transaction timeout (10 s).
+        watch(Duration::from_secs(16), &mut [&mut instances[other]]);
+        signal(&instances[paused], "CONT");
+        eprintln!(
+            "resumed {} at {:?}",
+            instances[paused].name,
+            started.elapsed()
+        );
+        let gave_up = |l: &str| l.starts_with("lost") || l.starts_with("fenced");
+        instances[paused].wait_after(paused_at, Duration::from_secs(90), gave_up);
+        instances[paused].wait_after(paused_at, Duration::from_secs(90), |l| {
+            l.starts_with("assigned")
+        });
+        for line in instances[paused].log.iter().skip(paused_at) {
+            if !line.starts_with("processed") {
+                eprintln!("{}: {line}", instances[paused].name);
+            }
+        }
+    }
+    let lines = feeder.stop();
+    wait_complete(
+        &bootstrap,
+        (&names.topic, &names.app),
+        Duration::from_secs(120),
+        &mut instances.iter_mut().collect::<Vec<_>>(),
+    );
+    for instance in instances {
+        instance.stop();
+    }
+    assert_each_output_once(&bootstrap, &names);
+    assert_exact(&bootstrap, &names.app, lines);
+    eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
+}
+
 /// The fifth commit's transaction is aborted after its outputs and changelog records were
 /// sent: every task goes back to its last commit from its local files, which the abort left
 /// as they were: checkpointed at every commit, they are opened again without a record

@@ -27,13 +27,31 @@ pub(crate) fn revive_on_timeout(
     err: Error,
 ) -> Result<()> {
     if err.kind() != ErrorKind::Timeout {
+        // A record refused because the transactional producer was fenced is a fence, which
+        // the abort tells: the tasks are dropped, not failed.
+        if shared.config.exactly_once()
+            && let Err(abort_err) = abort(shared)
+            && shared.migrated(&abort_err)
+        {
+            tracing::warn!(%err, "outputs fenced: every task is dropped, the group rejoined");
+            lose_all_and_rejoin(consumer, shared);
+            return Ok(());
+        }
         return Err(err);
     }
     tracing::warn!(%err, "outputs timed out: every task goes back to its last commit");
     let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
     if shared.config.exactly_once() {
         // The open transaction holds every task's work since its last commit.
-        abort(shared)?;
+        match abort(shared) {
+            Ok(()) => {}
+            Err(err) if shared.migrated(&err) => {
+                tracing::warn!(%err, "transaction fenced: every task is dropped, the group rejoined");
+                lose_all_and_rejoin(consumer, shared);
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        }
     } else {
         shared.outputs.lock().forget_failures();
     }

@@ -94,6 +94,8 @@ const ABORT_SETTLE: Duration = Duration::from_secs(5);
 /// Aborts the open transaction, if any, and forgets its outputs.
 ///
 /// # Errors
+/// `Fenced` when the producer was fenced: this member may no longer own its tasks, which
+/// must be dropped, never opened again here (see [`lose_all_and_rejoin`]).
 /// `InvalidArgument` when the transactional producer had failed for good (a fatal error of
 /// the brokers, named with its API): for the error policy, not for a revival.
 pub(crate) fn abort(shared: &Shared) -> Result<()> {
@@ -114,9 +116,10 @@ pub(crate) fn commit_transaction(
 ) -> Result<Vec<u32>> {
     let result = prepare_and_commit(consumer, shared);
     if let Err(err) = result {
-        // A record or a request of the transaction failed: a fatal error behind it (the
-        // producer failed for good) is the cause the error policy must see, not the
-        // record's failure, which a revival would answer with the same producer failing.
+        // A record or a request of the transaction failed: a fence or a fatal error behind
+        // it (a record refused because the producer was fenced or failed for good) is the
+        // cause to answer, not the record's failure: a revival would open the tasks again
+        // and fence the changelogs of their new owners, or meet the same failure.
         return Err(abort(shared).err().unwrap_or(err));
     }
     result
@@ -195,8 +198,11 @@ pub(crate) fn lose_all_and_rejoin(consumer: &BaseConsumer<GroupContext>, shared:
         task.abandon();
         shared.event(partition, TaskEventKind::Lost);
     }
-    if let Err(err) = abort(shared) {
-        shared.fail(err);
+    match abort(shared) {
+        // The fence is what is being answered.
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::Fenced => {}
+        Err(err) => shared.fail(err),
     }
     consumer.unsubscribe();
     let topics: Vec<&str> = shared.inputs.iter().map(String::as_str).collect();
@@ -257,8 +263,14 @@ pub(crate) fn abort_after_rewind(
     if !shared.config.exactly_once() {
         return;
     }
-    if let Err(err) = abort(shared) {
-        shared.fail(err);
+    match abort(shared) {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::Fenced => {
+            tracing::warn!(%err, "transaction fenced: every task is dropped, the group rejoined");
+            lose_all_and_rejoin(consumer, shared);
+            return;
+        }
+        Err(err) => shared.fail(err),
     }
     let others: Vec<u32> = shared
         .tasks
