@@ -11,9 +11,11 @@ use super::error::convert;
 /// The reader consumers kept idle for the next read; more run while more reads do at once.
 const IDLE_READERS: usize = 2;
 
-/// The group id librdkafka needs before it accepts an assignment. The consumer never
-/// subscribes, so it never joins this group, and it commits nothing.
-const READER_GROUP: &str = "statestore-changelog-reader";
+/// The group id of readers whose clients name no application (a log opened on an explicit
+/// topic). librdkafka needs a group id before it accepts an assignment; a reader never
+/// subscribes, so it never joins the group and commits nothing, but it looks up the group's
+/// coordinator, which the broker authorises as DESCRIBE on the group.
+const FALLBACK_GROUP: &str = "statestore-changelog-reader";
 
 /// How long a broker may hold a fetch that finds no new record (librdkafka's default is 500).
 /// The reader fetches only while a read runs, so a short wait costs no idle traffic, and a
@@ -29,7 +31,7 @@ const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 ///
 /// # Errors
 /// `InvalidArgument` for a property librdkafka refuses.
-fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
+fn new_consumer(base: &ClientConfig, group: &str) -> Result<BaseConsumer> {
     let mut config = base.clone();
     if config.get("fetch.wait.max.ms").is_none() {
         config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
@@ -38,7 +40,7 @@ fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
         config.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
     }
     config
-        .set("group.id", READER_GROUP)
+        .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "true")
@@ -56,14 +58,24 @@ fn new_consumer(base: &ClientConfig) -> Result<BaseConsumer> {
 /// Reader consumers made from one configuration: an idle one for each read, or a new one.
 pub struct ReaderPool {
     base: ClientConfig,
+    group: String,
     idle: Mutex<Vec<BaseConsumer>>,
 }
 
 impl ReaderPool {
     /// A pool of consumers made from `base` (bootstrap servers and passthrough properties).
-    pub fn new(base: ClientConfig) -> ReaderPool {
+    /// They take `application_id` as their group id, so the application's group ACL (READ on
+    /// the group, as Kafka Streams documents) covers them and no other group is ever named;
+    /// with no application id, a fixed one.
+    pub fn new(base: ClientConfig, application_id: &str) -> ReaderPool {
+        let group = if application_id.is_empty() {
+            FALLBACK_GROUP
+        } else {
+            application_id
+        };
         ReaderPool {
             base,
+            group: group.to_owned(),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -93,7 +105,7 @@ impl ReaderPool {
         if let Some(consumer) = self.idle.lock().pop() {
             return Ok(consumer);
         }
-        new_consumer(&self.base)
+        new_consumer(&self.base, &self.group)
     }
 
     /// Keeps an unassigned reader consumer for the next read (or drops it when enough are
