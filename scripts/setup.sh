@@ -4,7 +4,10 @@
 set -euo pipefail
 
 need_apt=()
-for pkg in libclang-dev clang make; do
+# libssl-dev, libcurl4-openssl-dev and pkg-config: librdkafka's TLS, SCRAM and OIDC against
+# Debian's OpenSSL and libcurl (security updates come with the system's); libsasl2-dev: the
+# `gssapi` feature's Cyrus SASL.
+for pkg in libclang-dev clang make pkg-config libssl-dev libcurl4-openssl-dev libsasl2-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
