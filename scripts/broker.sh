@@ -13,6 +13,8 @@
 #   scripts/broker.sh pause NODE       SIGSTOP node NODE;  resume NODE: SIGCONT
 #   scripts/broker.sh port NODE        print node NODE's client port
 #   scripts/broker.sh log NODE         print the path of node NODE's log
+#   scripts/broker.sh classpath        install Kafka if missing, print the Java classpath of its
+#                                      jars (tests run Apache Kafka's own producer with it)
 #
 # Typical use:
 #   export STATESTORE_KAFKA_BOOTSTRAP=$(scripts/broker.sh start)
@@ -401,6 +403,11 @@ case "${1:-}" in
   resume) signal_node CONT "${2:-}" ;;
   port) need_node "${2:-}" && node_port "$2" ;;
   log) need_node "${2:-}" && echo "$(node_dir "$2")/broker.log" ;;
+  classpath)
+    [[ "$BROKER" == kafka ]] || die "classpath needs STATESTORE_BROKER=kafka"
+    kafka_installed || install_kafka
+    echo "$(kafka_root)/libs/*"
+    ;;
   *)
     echo "usage: $0 install|start [N]|stop|status|kill N|restart N|pause N|resume N|port N|log N" >&2
     exit 2

@@ -44,10 +44,12 @@ mod restore;
 mod state;
 
 use std::error::Error;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use store_api::BackendFactory;
+use tracing_subscriber::EnvFilter;
 
 /// The result of a subcommand: any error, printed with its causes.
 pub type CliResult<T = ()> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -91,6 +93,14 @@ pub fn main_with(backends: &[&'static dyn BackendFactory]) -> ExitCode {
             return statestore_benches::compare::report_outcome(Err(err.into()));
         }
     }
+    // Logs on stderr at RUST_LOG's levels (default warn), librdkafka's reports among them.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // A binary that installed its own subscriber keeps it.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Compare(args) => {

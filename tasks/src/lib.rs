@@ -60,7 +60,7 @@ pub use config::{
     TasksConfig, UncaughtErrorPolicy, validate_application_id,
 };
 pub use group::partitioner::{KeyPartitioner, murmur2};
-pub use group::topics::create_topic;
+pub use group::topics::{create_topic, create_topic_with};
 pub use processor::{Processor, ProcessorContext, TaskContext};
 pub use queries::{
     InstanceMetadata, KeyQueryMetadata, LocalRange, LocalRead, Queries, QueryError, ReadFrom,

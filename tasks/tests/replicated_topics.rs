@@ -1,6 +1,7 @@
 //! Replication of the topics an application creates, on a 3-node cluster of the test's own
 //! (default replication factor 3, `min.insync.replicas` 2): by default every topic takes the
 //! broker's replication factor, and the application's and a store's settings override it.
+//! And on the shared broker, the configs changelog topics carry, as Kafka Streams sets them.
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP` like every Kafka test (without it the test prints one
 //! SKIP line and passes); the cluster itself is started here through `scripts/broker.sh`.
@@ -10,7 +11,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::admin::{AdminClient, AdminOptions, ConfigSource, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use statestore_changelog::kafka_util::block_on;
@@ -55,6 +56,12 @@ fn replicas(bootstrap: &str, topic: &str) -> Vec<usize> {
 
 /// The effective `min.insync.replicas` of `topic` (its own, or the broker's when it has none).
 fn min_insync(bootstrap: &str, topic: &str) -> String {
+    topic_config(bootstrap, topic, "min.insync.replicas").0
+}
+
+/// The effective value of config `name` of `topic`, and whether the topic sets it itself
+/// (rather than taking the broker's).
+fn topic_config(bootstrap: &str, topic: &str, name: &str) -> (String, bool) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -71,12 +78,12 @@ fn min_insync(bootstrap: &str, topic: &str) -> String {
         .expect("describe_configs answered in time")
         .expect("describe_configs");
         let answer = match resources.into_iter().next().expect("one resource") {
-            Ok(resource) => match resource.get("min.insync.replicas") {
-                Some(entry) => return entry.value.clone().expect("a value"),
-                None => format!(
-                    "{} configs, none min.insync.replicas",
-                    resource.entries.len()
-                ),
+            Ok(resource) => match resource.get(name) {
+                Some(entry) => {
+                    let own = entry.source == ConfigSource::DynamicTopic;
+                    return (entry.value.clone().expect("a value"), own);
+                }
+                None => format!("{} configs, none {name}", resource.entries.len()),
             },
             Err(err) => err.to_string(),
         };
@@ -139,4 +146,29 @@ fn topics_take_the_brokers_replication_unless_configured() {
     let small = format!("{set}-small-changelog");
     assert_eq!(replicas(&bootstrap, &small), all(2), "{small}");
     assert_eq!(min_insync(&bootstrap, &small), "1", "{small}");
+}
+
+#[test]
+fn changelog_topics_are_compacted_and_keep_the_producers_timestamps() {
+    let Some(bootstrap) =
+        bootstrap("changelog_topics_are_compacted_and_keep_the_producers_timestamps")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("state dir");
+    let input = unique("configs-input");
+    create_topic(&bootstrap, &input, PARTITIONS);
+    let app = unique("configs");
+    create_changelogs(config(&bootstrap, &app, &input, dir.path()));
+    let counts = format!("{app}-counts-changelog");
+    // Set on the topic itself, so a broker whose default differs does not change them.
+    let own = |value: &str| (value.to_owned(), true);
+    assert_eq!(
+        topic_config(&bootstrap, &counts, "cleanup.policy"),
+        own("compact")
+    );
+    assert_eq!(
+        topic_config(&bootstrap, &counts, "message.timestamp.type"),
+        own("CreateTime")
+    );
 }

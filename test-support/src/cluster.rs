@@ -139,7 +139,7 @@ impl Drop for Cluster {
 /// `scripts/broker.sh` of the checkout under test: found upwards from the package's manifest
 /// directory at run time (a test binary reused from a build cache shared by several checkouts
 /// would carry another checkout's compile-time path).
-fn broker_script() -> PathBuf {
+pub(crate) fn broker_script() -> PathBuf {
     let start = std::env::var_os("CARGO_MANIFEST_DIR")
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     start

@@ -9,10 +9,12 @@
 //! there none passes without running.
 
 mod cluster;
+mod java_producer;
 mod netns;
 pub mod proxy;
 
 pub use cluster::Cluster;
+pub use java_producer::java_produce;
 pub use netns::NetNamespace;
 pub use proxy::FaultProxy;
 

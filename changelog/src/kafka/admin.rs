@@ -52,8 +52,12 @@ pub fn partition_count<C: ClientContext>(
     }
 }
 
-/// Creates `topic` with `admin`: compacted, with the configured partitions, replication factor
-/// and topic properties. A topic that already exists is left as it is.
+/// The topic config naming whose clock stamps a record: its producer's or the broker's.
+const TIMESTAMP_TYPE: &str = "message.timestamp.type";
+
+/// Creates `topic` with `admin`: compacted, `CreateTime` unless its properties say otherwise,
+/// with the configured partitions, replication factor and topic properties. A topic that
+/// already exists is left as it is.
 ///
 /// # Errors
 /// `Timeout` when the brokers do not answer within the admin timeout, `Backend` when they
@@ -80,6 +84,11 @@ pub fn create_topic(
         new_topic = new_topic.set(key, value);
     }
     new_topic = new_topic.set("cleanup.policy", "compact");
+    // As Kafka Streams sets on its changelogs: the records keep the producer's timestamps
+    // whatever the broker's default `log.message.timestamp.type`.
+    if !config.topic_properties.contains_key(TIMESTAMP_TYPE) {
+        new_topic = new_topic.set(TIMESTAMP_TYPE, "CreateTime");
+    }
     let doing = format!("creating topic {topic} (CreateTopics)");
     create_retrying(admin, &new_topic, &doing, timeout)?;
     tracing::info!(%topic, partitions, "created changelog topic (or found it created)");

@@ -16,6 +16,7 @@
 //! with Kafka's default, murmur2, by the producer (`produce --partitioner`) and by the
 //! queries (`run --key-partitioner`): the two must agree.
 
+mod client;
 mod local;
 mod serve;
 mod text;
@@ -41,6 +42,8 @@ use statestore_tasks::{
     ProcessorContext, ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
 };
 use store_api::{BatchOp, Error, Result};
+
+use client::{ClientArgs, parse_property};
 
 /// The stores: word counts, and counts per first letter (a second store, so a crash between
 /// the commits of one task's two stores is part of what the example survives).
@@ -82,6 +85,8 @@ enum Command {
         /// How keys are partitioned: murmur2 (Kafka's Java default) or crc32 (librdkafka's).
         #[arg(long, default_value = "murmur2", value_parser = parse_partitioner)]
         partitioner: KeyPartitioner,
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Runs one instance: counts the words of the partitions the group assigns it.
     Run {
@@ -182,9 +187,8 @@ enum Command {
         /// the first batch, then close (throughput measurements, see `throughput.sh`).
         #[arg(long)]
         stop_after_records: Option<u64>,
-        /// A librdkafka property for every client, `KEY=VALUE` (repeatable): tuning.
-        #[arg(long, value_parser = parse_property)]
-        property: Vec<(String, String)>,
+        #[command(flatten)]
+        client: ClientArgs,
         /// Snapshots of every store in an object store, `file:///absolute/dir` or
         /// `s3://bucket/prefix`: a store with an empty disk loads the newest one and replays
         /// only the changelog after it (docs/durability.md, "Snapshots").
@@ -217,6 +221,8 @@ enum Command {
         /// The store to print: counts or letters.
         #[arg(long, default_value = "counts")]
         store: String,
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Restores the 4 tasks' stores from changelogs in local files instead of Kafka topics, one
     /// task after another and then `parallelism` at a time, and prints both times: what
@@ -245,6 +251,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    client::init_logging();
     match run(Args::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -265,8 +272,9 @@ fn run(command: Command) -> Result<()> {
             seed,
             distinct_keys,
             partitioner,
+            client,
         } => produce(
-            &bootstrap,
+            (&bootstrap, &client.properties()?),
             &topic,
             partitions,
             from..lines,
@@ -305,7 +313,7 @@ fn run(command: Command) -> Result<()> {
             checkpoint_every_commit,
             transaction_timeout_ms,
             stop_after_records,
-            property,
+            client,
             snapshot_url,
             snapshot_every_commits,
             snapshot_every_ms,
@@ -365,7 +373,7 @@ fn run(command: Command) -> Result<()> {
                 processing_guarantee,
                 assignment_strategy,
                 transaction_timeout_ms,
-                properties: property.into_iter().collect(),
+                properties: client.properties()?,
                 // Checked with the rest of the configuration by `Application::new`.
                 snapshots: snapshot_url.map(|url| SnapshotConfig {
                     url,
@@ -394,8 +402,9 @@ fn run(command: Command) -> Result<()> {
             application_id,
             partitions,
             store,
+            client,
         } => print(&changelog_counts(
-            &bootstrap,
+            (&bootstrap, &client.properties()?),
             &application_id,
             &store,
             partitions,
@@ -460,15 +469,19 @@ fn key_of<'w>(store: &str, word: &'w str) -> &'w str {
 }
 
 fn produce(
-    bootstrap: &str,
+    (bootstrap, properties): (&str, &BTreeMap<String, String>),
     topic: &str,
     partitions: i32,
     lines: std::ops::Range<u64>,
     (seed, distinct_keys): (u64, bool),
     partitioner: KeyPartitioner,
 ) -> Result<()> {
-    statestore_tasks::create_topic(bootstrap, topic, partitions)?;
-    let producer: BaseProducer = ClientConfig::new()
+    statestore_tasks::create_topic_with(bootstrap, properties, topic, partitions)?;
+    let mut config = ClientConfig::new();
+    for (key, value) in properties {
+        config.set(key, value);
+    }
+    let producer: BaseProducer = config
         .set("bootstrap.servers", bootstrap)
         // Named, not left to librdkafka's default: queries hash words the same way.
         .set("partitioner", partitioner.librdkafka_name())
@@ -535,12 +548,6 @@ fn parse_assignment(text: &str) -> std::result::Result<AssignmentStrategy, Strin
         "cooperative-sticky" => Ok(AssignmentStrategy::CooperativeSticky),
         _ => Err("expected range, roundrobin or cooperative-sticky".into()),
     }
-}
-
-/// `KEY=VALUE` of `--property`.
-fn parse_property(text: &str) -> std::result::Result<(String, String), String> {
-    let (key, value) = text.split_once('=').ok_or("expected KEY=VALUE")?;
-    Ok((key.to_owned(), value.to_owned()))
 }
 
 /// The JSON of `--store-options`.
@@ -781,7 +788,7 @@ fn report(event: &statestore_tasks::TaskEvent) {
 
 /// The counts of `store` summed over every changelog partition.
 fn changelog_counts(
-    bootstrap: &str,
+    (bootstrap, properties): (&str, &BTreeMap<String, String>),
     application_id: &str,
     store: &str,
     partitions: u32,
@@ -791,6 +798,7 @@ fn changelog_counts(
     for partition in 0..partitions {
         let config = KafkaConfig {
             bootstrap_servers: bootstrap.to_owned(),
+            properties: properties.clone(),
             ..KafkaConfig::default()
         };
         let log = KafkaLog::open_topic(config, &topic, partition)?;

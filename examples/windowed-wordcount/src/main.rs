@@ -8,7 +8,7 @@
 //! windowed-wordcount run --bootstrap $BROKER --topic words --output closed --state-dir /tmp/ww2 &
 //! ```
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +19,7 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_tasks::{Application, TasksConfig};
 use statestore_tasks::{Error, Result};
+use tracing_subscriber::EnvFilter;
 use windowed_wordcount::{CLOSER, Mode, WindowedCounts, default_base, stores, timestamp, word};
 
 #[derive(Parser)]
@@ -84,6 +85,13 @@ enum Command {
 }
 
 fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    // Logs on stderr at RUST_LOG's levels (default warn), librdkafka's reports among them.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     match Cli::parse().command {
         Command::Run {
             bootstrap,

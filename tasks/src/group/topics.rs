@@ -1,6 +1,7 @@
 //! The topics an application needs: its input topics, which must exist with one partition
 //! count, and one changelog topic per store, created when missing with that partition count.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
@@ -106,8 +107,26 @@ fn input_partition_count(clients: &KafkaClients, input: &str) -> Result<Option<u
 /// # Errors
 /// `Timeout` when no broker answers within 30 s; `Backend` when the broker refuses the topic.
 pub fn create_topic(bootstrap_servers: &str, topic: &str, partitions: i32) -> Result<()> {
+    create_topic_with(bootstrap_servers, &BTreeMap::new(), topic, partitions)
+}
+
+/// [`create_topic`] through an admin client with librdkafka `properties` (security, client
+/// id), as a secured cluster needs.
+///
+/// # Errors
+/// As [`create_topic`]; `InvalidArgument` for a property librdkafka refuses.
+pub fn create_topic_with(
+    bootstrap_servers: &str,
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    partitions: i32,
+) -> Result<()> {
     let doing = format!("creating topic {topic}");
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    for (key, value) in properties {
+        config.set(key, value);
+    }
+    let admin: AdminClient<DefaultClientContext> = config
         .set("bootstrap.servers", bootstrap_servers)
         .create()
         .map_err(|err| convert(&doing, err))?;
