@@ -321,7 +321,14 @@ impl Application {
                 self.shared.config.stream_threads
             )));
         }
-        let polled = self.consumer.poll(past_whole_ms(timeout));
+        let polled = match self.consumer.poll(past_whole_ms(timeout)) {
+            Some(Ok(message)) => Some(message),
+            Some(Err(KafkaError::PartitionEOF(_))) | None => None,
+            Some(Err(err)) => {
+                self.shared.consumer_error(err);
+                None
+            }
+        };
         if let Some(err) = self.shared.error.lock().take() {
             return Err(err);
         }
@@ -329,13 +336,7 @@ impl Application {
         self.shared.finish_restores(&self.consumer, &mut |_| {})?;
         let (processed, full) = match polled {
             None => (false, false),
-            Some(Err(KafkaError::PartitionEOF(_))) => (false, false),
-            Some(Err(err)) => {
-                // librdkafka reports transient errors (a broker reconnecting) and retries.
-                tracing::debug!(%err, "consumer error");
-                (false, false)
-            }
-            Some(Ok(message)) => {
+            Some(message) => {
                 let processed = {
                     let mut outputs = self.shared.outputs.lock();
                     process_message(&self.shared, &message, outputs.pending(), processor)

@@ -619,6 +619,40 @@ fn a_fatal_error_reaches_the_policy_with_its_cause() {
     );
 }
 
+/// A Fetch the broker refuses for good (the input topic's READ ACL missing) ends the run with
+/// an error naming the API and the cause, within seconds: a poll loop that logged it as
+/// transient would leave the instance running with its tasks assigned and nothing processed.
+#[test]
+fn a_refused_fetch_reaches_the_policy_with_its_cause() {
+    let Some(setup) = Setup::new("a_refused_fetch_reaches_the_policy_with_its_cause") else {
+        return;
+    };
+    let dir = tempdir();
+    let a = setup.start("a", dir.path());
+    assert!(wait_until(FIRE_TIMEOUT, || a.tasks() == 4 || !a.running()));
+    let refused = setup
+        .proxy
+        .inject(
+            Fault::error(ApiKey::Fetch, E::TopicAuthorizationFailed)
+                .probability(1.0, 0)
+                .client("-consumer"),
+        )
+        .expect("a fault");
+    setup.produce(0..100, &mut BTreeMap::new());
+    assert!(refused.wait(FIRE_TIMEOUT), "the fault never fired");
+    let fired = std::time::Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(30), || !a.running()),
+        "the instance went on after a refused fetch"
+    );
+    eprintln!("stopped {:?} after the refused fetch", fired.elapsed());
+    let message = format!("{}", a.stop().expect_err("a fatal error"));
+    assert!(
+        message.contains("TopicAuthorizationFailed") && message.contains("Fetch"),
+        "{message}"
+    );
+}
+
 /// An authorization failure lasts (an ACL refuses the topic), so every ListOffsets of the
 /// restore consumers is refused. With a single refused answer, about 1 run in 10 on a loaded
 /// machine saw every watermark query of the instance succeed all the same: the refused answer

@@ -55,7 +55,7 @@ pub use producer::{Deliveries, ReportTo};
 pub mod util {
     pub use super::admin::{block_on, create_retrying};
     pub use super::error::convert;
-    pub use super::retry::{Retry, is_retriable, is_retriable_code, retry};
+    pub use super::retry::{Retry, is_fatal_for_consumer, is_retriable, is_retriable_code, retry};
     pub use crate::logged::fence_nonce as unique_number;
 }
 

@@ -19,6 +19,7 @@ use store_api::{BatchOp, Error, Result};
 use super::error::convert;
 use super::readers::ReaderPool;
 use super::retry::Retry;
+use super::retry::is_fatal_for_consumer;
 use super::wire::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
 use crate::record::RecordKind;
@@ -240,8 +241,14 @@ impl Reader {
                     break;
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
-                Some(Err(err @ KafkaError::MessageConsumptionFatal(_))) => {
-                    return Err(convert("reading the changelog (Fetch)", err));
+                Some(Err(err)) if is_fatal_for_consumer(&err) => {
+                    return Err(convert(
+                        &format!(
+                            "reading changelog {}/{} (Fetch)",
+                            self.topic, self.partition
+                        ),
+                        err,
+                    ));
                 }
                 // Transient errors (a broker reconnecting) are retried by librdkafka itself.
                 Some(Err(err)) => tracing::debug!(%err, "kafka consumer error while reading"),

@@ -92,6 +92,39 @@ pub fn is_retriable_code(code: RDKafkaErrorCode) -> bool {
     )
 }
 
+/// Whether a consumer that met `err` can never get past it by fetching again: the broker
+/// refused the principal (authentication, or authorisation of the topic, group, cluster or
+/// transactional id), or a record cannot be read (corrupt, or compressed with a codec this
+/// build lacks, which librdkafka reports as not implemented and fetches again forever). A
+/// poll loop returns these instead of logging them as transient.
+pub fn is_fatal_for_consumer(err: &KafkaError) -> bool {
+    use RDKafkaErrorCode as C;
+    if matches!(err, KafkaError::MessageConsumptionFatal(_)) {
+        return true;
+    }
+    matches!(
+        err.rdkafka_error_code(),
+        Some(
+            C::Authentication
+                | C::SaslAuthenticationFailed
+                | C::IllegalSASLState
+                | C::UnsupportedSASLMechanism
+                | C::TopicAuthorizationFailed
+                | C::GroupAuthorizationFailed
+                | C::ClusterAuthorizationFailed
+                | C::TransactionalIdAuthorizationFailed
+                | C::DelegationTokenAuthorizationFailed
+                | C::NotImplemented
+                | C::UnsupportedCompressionType
+                | C::BadCompression
+                | C::InvalidRecord
+                | C::InvalidMessage
+                | C::BadMessage
+                | C::SSL
+        )
+    )
+}
+
 /// Runs `attempt` until it succeeds, fails with an error that is not [retriable](is_retriable),
 /// or `timeout` has passed since the first attempt, pausing between attempts (50 ms doubling
 /// to 1 s). Each attempt is given the time it may take: what is left of `timeout`, at most a

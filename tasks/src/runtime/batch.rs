@@ -361,7 +361,7 @@ fn poll_batch<'c>(
         {
             let taken = batch.len();
             while batch.len() - taken < each && batch.len() < max {
-                if !take(queue.poll(Duration::ZERO), &mut batch) {
+                if !take(queue.poll(Duration::ZERO), &mut batch, shared) {
                     break;
                 }
             }
@@ -378,7 +378,7 @@ fn poll_batch<'c>(
             }
         };
         while batch.len() < max && !interrupted() {
-            if !take(consumer.poll(past_whole_ms(wait)), &mut batch) {
+            if !take(consumer.poll(past_whole_ms(wait)), &mut batch, shared) {
                 break;
             }
             wait = Duration::ZERO;
@@ -389,10 +389,12 @@ fn poll_batch<'c>(
     }
 }
 
-/// Adds what a poll returned to `batch`; false when it returned nothing (or an error).
+/// Adds what a poll returned to `batch`; false when it returned nothing (or an error, which
+/// `shared` answers: see [`Shared::consumer_error`]).
 fn take<'c>(
     polled: Option<KafkaResult<BorrowedMessage<'c>>>,
     batch: &mut Vec<BorrowedMessage<'c>>,
+    shared: &Shared,
 ) -> bool {
     match polled {
         None => false,
@@ -402,8 +404,7 @@ fn take<'c>(
         }
         Some(Err(KafkaError::PartitionEOF(_))) => true,
         Some(Err(err)) => {
-            // librdkafka reports transient errors (a broker reconnecting) and retries.
-            tracing::debug!(%err, "consumer error");
+            shared.consumer_error(err);
             false
         }
     }

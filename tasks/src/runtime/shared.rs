@@ -8,7 +8,9 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
+use statestore_changelog::kafka_util::is_fatal_for_consumer;
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, Result};
 
@@ -96,6 +98,29 @@ impl Shared {
 
     pub(crate) fn fail(&self, err: Error) {
         tracing::error!(%err, "task rebalance failed");
+        let mut slot = self.error.lock();
+        if slot.is_none() {
+            *slot = Some(err);
+        }
+    }
+
+    /// Answers an error the group consumer's poll returned: one that no retry can change
+    /// (authentication, authorisation, a record that cannot be read; see
+    /// [`is_fatal_for_consumer`]) is kept for the poll loop to return to the error policy;
+    /// any other is transient, and librdkafka retries it.
+    pub(crate) fn consumer_error(&self, err: KafkaError) {
+        if !is_fatal_for_consumer(&err) {
+            tracing::debug!(%err, "consumer error");
+            return;
+        }
+        let err = convert(
+            &format!(
+                "consuming input topics {:?} as group {} (Fetch, JoinGroup, OffsetFetch)",
+                self.inputs, self.config.application_id
+            ),
+            err,
+        );
+        tracing::error!(%err, "the group consumer cannot go on");
         let mut slot = self.error.lock();
         if slot.is_none() {
             *slot = Some(err);
