@@ -38,6 +38,11 @@
 #   STATESTORE_BROKER_HOME    where the broker is installed
 #                             (default ${XDG_CACHE_HOME:-$HOME/.cache}/statestore-broker)
 #   STATESTORE_BROKER_HEAP    a Kafka node's -Xmx (default 512m)
+#   STATESTORE_BROKER_SECURITY  kafka only: `sasl` makes each node's client listener
+#                             SASL_PLAINTEXT with PLAIN (users admin/admin-secret and
+#                             alice/alice-secret) and SCRAM-SHA-512 (alice/alice-secret), and
+#                             turns on the StandardAuthorizer (super user admin; a resource
+#                             without ACLs is open to everyone, one with ACLs only to them)
 #   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
 set -euo pipefail
 
@@ -124,16 +129,21 @@ prepare_kafka_node() {
   local replicas=$((nodes < 3 ? nodes : 3))
   # With three replicas, two must hold a write before acks=all returns (Kafka's advice).
   local min_isr=$((replicas >= 3 ? 2 : 1))
+  local proto=PLAINTEXT format_args=()
+  if [[ "${STATESTORE_BROKER_SECURITY:-}" == sasl ]]; then
+    proto=SASL_PLAINTEXT
+    format_args=(--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
+  fi
   mkdir -p "$dir"
   cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$node
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$((port + 1))
-advertised.listeners=PLAINTEXT://$HOST:$port
+listeners=$proto://$HOST:$port,CONTROLLER://$HOST:$((port + 1))
+advertised.listeners=$proto://$HOST:$port
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=$proto
+listener.security.protocol.map=$proto:$proto,CONTROLLER:PLAINTEXT
 log.dirs=$dir/data
 default.replication.factor=$replicas
 min.insync.replicas=$min_isr
@@ -146,8 +156,21 @@ group.initial.rebalance.delay.ms=0
 # Sessions as short as the tests' (Kafka's minimum is 6 s).
 group.min.session.timeout.ms=1000
 EOF
+  if [[ "$proto" == SASL_PLAINTEXT ]]; then
+    cat >>"$dir/server.properties" <<'EOF'
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+# The controller listener is PLAINTEXT: its principal is ANONYMOUS.
+super.users=User:admin;User:ANONYMOUS
+allow.everyone.if.no.acl.found=true
+EOF
+  fi
   java -cp "$root/libs/*" -Dlog4j2.configurationFile="$SCRIPTS/kafka/log4j2.properties" \
-    kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 ||
+    kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" "${format_args[@]}" \
+    >"$dir/format.log" 2>&1 ||
     { cat "$dir/format.log" >&2; die "formatting node $node failed"; }
   cat >"$dir/run.sh" <<EOF
 #!/usr/bin/env bash

@@ -22,6 +22,8 @@ pub struct Cluster {
     kind: &'static str,
     /// The address the nodes listen on and advertise.
     host: String,
+    /// `STATESTORE_BROKER_SECURITY` of the script: `sasl`, or empty for plaintext.
+    security: &'static str,
 }
 
 impl Cluster {
@@ -45,6 +47,21 @@ impl Cluster {
             Ok(broker) if broker == "nisshi" && nodes == 1 => "nisshi",
             _ => "kafka",
         };
+        Cluster::launch(nodes, host, kind, "")
+    }
+
+    /// Starts `nodes` Apache Kafka nodes whose client listener is SASL_PLAINTEXT, with the
+    /// StandardAuthorizer: PLAIN users `admin` (a super user) and `alice`, SCRAM-SHA-512 user
+    /// `alice`, the password of each `<name>-secret`; a resource without ACLs is open to
+    /// every user, one with ACLs only to those they name (see `scripts/broker.sh`).
+    ///
+    /// # Panics
+    /// As [`start`](Cluster::start).
+    pub fn start_sasl(nodes: usize) -> Cluster {
+        Cluster::launch(nodes, "127.0.0.1", "kafka", "sasl")
+    }
+
+    fn launch(nodes: usize, host: &str, kind: &'static str, security: &'static str) -> Cluster {
         let dir = tempfile::tempdir().expect("a directory for the cluster's state file");
         let mut cluster = Cluster {
             dir,
@@ -53,6 +70,7 @@ impl Cluster {
             bootstrap: String::new(),
             kind,
             host: host.to_owned(),
+            security,
         };
         cluster.bootstrap = cluster.script(&["start", &nodes.to_string()]);
         cluster
@@ -125,7 +143,8 @@ impl Cluster {
                 self.dir.path().join("broker.env"),
             )
             .env("STATESTORE_KAFKA_PORT", self.port.to_string())
-            .env("STATESTORE_BROKER_HOST", &self.host);
+            .env("STATESTORE_BROKER_HOST", &self.host)
+            .env("STATESTORE_BROKER_SECURITY", self.security);
         command
     }
 }

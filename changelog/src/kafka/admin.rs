@@ -11,28 +11,30 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{Client, ClientContext, DefaultClientContext};
-use rdkafka::error::KafkaError;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::metadata::Metadata;
 use rdkafka::types::RDKafkaErrorCode;
 use store_api::{Error, Result};
 
 use super::config::KafkaConfig;
 use super::error::convert;
-use super::retry::{Retry, retry};
+use super::retry::{Retry, is_fatal_for_consumer, is_retriable, retry};
 
 /// The partition count of `topic` in the brokers' metadata, or `None` when they do not know
 /// the topic.
 ///
 /// # Errors
 /// `Timeout` when no broker answers within `timeout`, `Backend` otherwise.
-pub fn partition_count<C: ClientContext>(
-    client: &Client<C>,
+pub fn partition_count(
+    client: &BaseConsumer,
     topic: &str,
     timeout: Duration,
 ) -> Result<Option<usize>> {
     let doing = format!("fetching the metadata of topic {topic} (Metadata)");
     let metadata = retry(&doing, timeout, |timeout| {
-        client.fetch_metadata(Some(topic), timeout)
+        fetch_metadata(client, topic, timeout)
     })?;
     let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Ok(None);
@@ -49,6 +51,35 @@ pub fn partition_count<C: ClientContext>(
             Ok(None)
         }
         Some(code) => Err(convert(&doing, KafkaError::MetadataFetch(code.into()))),
+    }
+}
+
+/// The metadata of `topic` within `timeout`, asked in slices from half a second up, between
+/// which `consumer`'s queue is looked at: librdkafka reports a refusal of the credentials
+/// (or a TLS failure) there, and every metadata request as a lost connection, so the
+/// refusal ends the retry at once instead of after the timeout.
+fn fetch_metadata(
+    consumer: &BaseConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> KafkaResult<Metadata> {
+    let deadline = Instant::now() + timeout;
+    let mut slice = Duration::from_millis(500);
+    loop {
+        if let Some(Err(err)) = consumer.poll(Duration::ZERO)
+            && is_fatal_for_consumer(&err)
+        {
+            return Err(err);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let this = slice.min(remaining);
+        match consumer.fetch_metadata(Some(topic), this) {
+            Err(err) if this < remaining && is_retriable(&err) => {
+                thread::sleep(Duration::from_millis(20).min(remaining - this));
+                slice = slice.saturating_mul(2);
+            }
+            answer => return answer,
+        }
     }
 }
 
@@ -143,8 +174,8 @@ pub fn create_retrying(
 /// # Errors
 /// `InvalidArgument` when the topic exists with too few partitions, `Timeout` when the
 /// metadata does not show the topic within `timeout`.
-pub fn await_partition<C: ClientContext>(
-    client: &Client<C>,
+pub fn await_partition(
+    client: &BaseConsumer,
     topic: &str,
     partition: u32,
     timeout: Duration,
@@ -154,7 +185,7 @@ pub fn await_partition<C: ClientContext>(
         let remaining = deadline.saturating_duration_since(Instant::now());
         let doing = format!("fetching metadata of topic {topic} (Metadata)");
         let metadata = retry(&doing, remaining, |timeout| {
-            client.fetch_metadata(Some(topic), timeout)
+            fetch_metadata(client, topic, timeout)
         })?;
         let found = metadata
             .topics()

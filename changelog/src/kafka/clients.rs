@@ -144,7 +144,7 @@ impl KafkaClients {
         }
         let timeout = self.inner.admin_timeout;
         let found =
-            self.with_reader(|consumer| admin::partition_count(consumer.client(), topic, timeout))?;
+            self.with_reader(|consumer| admin::partition_count(consumer, topic, timeout))?;
         if let Some(count) = found {
             self.inner.topics.lock().insert(topic.to_owned(), count);
         }
@@ -161,7 +161,7 @@ impl KafkaClients {
                 self.create_topic(config, topic)?;
                 let timeout = self.inner.admin_timeout;
                 let count = self.with_reader(|consumer| {
-                    admin::await_partition(consumer.client(), topic, partition, timeout)
+                    admin::await_partition(consumer, topic, partition, timeout)
                 })?;
                 self.inner.topics.lock().insert(topic.to_owned(), count);
                 u32::try_from(count).unwrap_or(u32::MAX)
