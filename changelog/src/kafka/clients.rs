@@ -12,7 +12,7 @@ use rdkafka::ClientConfig;
 use rdkafka::TopicPartitionList;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::consumer::{BaseConsumer, ConsumerGroupMetadata};
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, Producer};
 use store_api::{Error, Result};
