@@ -213,8 +213,13 @@ impl Application {
     /// Answers a failure of the processor (see [`failures::handle`]).
     fn handle_failure(&self, failure: Failure) -> Result<()> {
         let partition = failure.task.partition;
-        failures::handle(&self.consumer, &self.shared, &*self.handler, failure)?;
+        let dead_letter = failures::handle(&self.consumer, &self.shared, &*self.handler, failure)?;
         exactly_once::abort_after_rewind(&self.consumer, &self.shared, partition);
+        // A task dropped meanwhile (fenced) is another member's: its dead letter is too.
+        let owned = self.shared.tasks.lock().contains_key(&partition);
+        if let (Some(letter), true) = (dead_letter, owned) {
+            self.shared.outputs.lock().pending().push(letter);
+        }
         Ok(())
     }
 

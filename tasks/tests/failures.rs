@@ -19,7 +19,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_operator_stores::Json;
 use statestore_tasks::handlers::DEAD_LETTER_HEADERS;
 use statestore_tasks::{
-    AppState, Application, ErrorAction, ProcessorContext, TasksConfig, UncaughtErrorPolicy,
+    AppState, Application, ErrorAction, ProcessingGuarantee, ProcessorContext, TasksConfig,
+    UncaughtErrorPolicy,
 };
 use support::*;
 
@@ -450,4 +451,35 @@ fn the_state_listener_hears_running_closing_and_errors() {
         changes.iter().any(|&(_, new)| new == AppState::Error),
         "{changes:?}"
     );
+}
+
+/// Under `exactly_once_v2` the dead letter of a record that cannot be decoded goes in the
+/// transaction that commits the skip: a `read_committed` reader sees it once, with one or two
+/// stream threads.
+#[test]
+fn dead_letters_are_committed_once_under_exactly_once() {
+    let Some(bootstrap) = bootstrap("dead_letters_are_committed_once_under_exactly_once") else {
+        return;
+    };
+    for threads in [1, 2] {
+        let setup = Setup::new(&bootstrap, "eos-dlq", 2_000);
+        let dead_letters = unique("eos-dlq-letters");
+        create_topic(&bootstrap, &dead_letters, 1);
+        let failing = AtomicBool::new(true);
+        let config = TasksConfig {
+            deserialization_error: ErrorAction::DeadLetter,
+            dead_letter_topic: Some(dead_letters.clone()),
+            processing_guarantee: ProcessingGuarantee::ExactlyOnceV2,
+            ..setup.config(threads)
+        };
+        let processor = word_count(&setup.output, &failing, false);
+        let wait = || setup.wait_counts(&setup.expected, Duration::from_secs(1)) == setup.expected;
+        run_until(config, processor, wait).expect("a dead letter never stops the instance");
+        let letters = read_committed_values(&bootstrap, &dead_letters);
+        assert_eq!(
+            letters,
+            vec!["\"not a number\"".to_owned()],
+            "{threads} thread(s): the committed dead letters"
+        );
+    }
 }

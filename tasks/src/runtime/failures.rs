@@ -12,9 +12,11 @@ use crate::runtime::handlers::{ErrorHandler, Failure, dead_letter_headers, decid
 use crate::runtime::outputs::OutputRecord;
 use crate::runtime::shared::{GroupContext, Shared, partition_id, still_assigned};
 
-/// Answers `failure` with `handler`'s action: a skip (with its dead letter) or a
-/// `replace_thread` rewinds the failed task to its last commit and seeks its input partitions
-/// back there; otherwise the failure's error is returned, and the task stays poisoned.
+/// Answers `failure` with `handler`'s action: a skip or a `replace_thread` rewinds the failed
+/// task to its last commit and seeks its input partitions back there; otherwise the
+/// failure's error is returned, and the task stays poisoned. Returns the dead letter to send,
+/// which the caller queues once the rewind's abort (under exactly-once) is done, so that it
+/// goes in the transaction that commits the skip.
 ///
 /// # Errors
 /// The failure's error under `shutdown_client`; an error of the rewind or of a seek.
@@ -23,7 +25,7 @@ pub(crate) fn handle(
     shared: &Shared,
     handler: &dyn ErrorHandler,
     failure: Failure,
-) -> Result<()> {
+) -> Result<Option<OutputRecord>> {
     let action = decide(handler, &failure);
     let partition = failure.task.partition;
     let offset = failure.record.as_ref().map(|record| record.offset);
@@ -36,6 +38,7 @@ pub(crate) fn handle(
         ?action,
         "the processor failed"
     );
+    let mut dead_letter = None;
     let skip = match action {
         ErrorAction::Fail => match shared.config.uncaught_error {
             UncaughtErrorPolicy::ShutdownClient => {
@@ -65,7 +68,7 @@ pub(crate) fn handle(
                 for (name, value) in dead_letter_headers(record, &failure) {
                     letter = letter.header(&name, value.as_deref());
                 }
-                shared.outputs.lock().pending().push(letter);
+                dead_letter = Some(letter);
                 count(shared, partition, |metrics| {
                     metrics.dead_letters.increment(1)
                 });
@@ -79,7 +82,8 @@ pub(crate) fn handle(
             metrics.skipped.increment(1);
         }
     });
-    rewind(consumer, shared, partition, skip)
+    rewind(consumer, shared, partition, skip)?;
+    Ok(dead_letter)
 }
 
 fn count(
