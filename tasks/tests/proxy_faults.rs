@@ -592,6 +592,8 @@ fn a_dropped_produce_answer_counts_nothing_twice() {
     assert_eq!(outputs, 3_000, "an output was written twice");
 }
 
+/// A Produce refused for good reaches the policy naming the API and the code, whether
+/// librdkafka refused the record when it was queued or in its delivery report.
 #[test]
 fn a_fatal_error_reaches_the_policy_with_its_cause() {
     let Some(setup) = Setup::new("a_fatal_error_reaches_the_policy_with_its_cause") else {
