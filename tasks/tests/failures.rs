@@ -215,6 +215,15 @@ fn a_panic_mid_record_commits_none_of_it(threads: usize) {
     let err = run_until(setup.config(threads), processor.clone(), || false)
         .expect_err("the panic stops the instance");
     assert!(err.to_string().contains("panicked"), "{err}");
+    // The error names the record it failed on, not only a log line.
+    let record = format!("{}/", setup.input);
+    for part in [
+        "in processing of the record at",
+        record.as_str(),
+        " offset ",
+    ] {
+        assert!(err.to_string().contains(part), "{part:?} not in: {err}");
+    }
 
     failing.store(false, Ordering::Relaxed);
     let mut expected = setup.expected.clone();

@@ -424,6 +424,8 @@ impl KafkaClients {
         deliveries.sending();
         producer::send(&producer, record, || Instant::now() + timeout).map_err(|err| {
             deliveries.reported(None);
+            // The API is named as a delivery report names it: the error reads the same whether
+            // it surfaced here or in a report.
             let doing = format!("queueing a record to {topic} (Produce)");
             // A transactional producer that failed for good refuses every record with a
             // bare `Fatal`: its fatal error, with the API that met it, is the cause.

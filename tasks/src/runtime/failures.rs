@@ -43,7 +43,7 @@ pub(crate) fn handle(
         ErrorAction::Fail => match shared.config.uncaught_error {
             UncaughtErrorPolicy::ShutdownClient => {
                 count(shared, partition, |metrics| metrics.failures.increment(1));
-                return Err(failure.error);
+                return Err(failure.into_error());
             }
             UncaughtErrorPolicy::ReplaceThread => None,
         },

@@ -109,6 +109,47 @@ pub struct Failure {
     pub(crate) topic_index: Option<usize>,
 }
 
+impl Failure {
+    /// What failed, for an error: the task, the stage and, when there is one, the record's
+    /// topic, partition and offset.
+    pub fn describe(&self) -> String {
+        let stage = match self.stage {
+            FailureStage::Deserialization => "deserialization",
+            FailureStage::Processing => "processing",
+            FailureStage::Punctuation => "punctuation",
+            FailureStage::Initialization => "initialization",
+        };
+        let failed = if self.panicked { "panicked" } else { "failed" };
+        match &self.record {
+            Some(record) => format!(
+                "task {} {failed} in {stage} of the record at {}/{} offset {}",
+                self.task, record.topic, record.partition, record.offset
+            ),
+            None => format!("task {} {failed} in {stage}", self.task),
+        }
+    }
+
+    /// The failure's error, of the same kind, its text led by [`describe`](Failure::describe):
+    /// the error a policy returns names the record it failed on.
+    pub fn into_error(self) -> Error {
+        let what = self.describe();
+        match self.error {
+            Error::InvalidArgument(message) => Error::InvalidArgument(format!("{what}: {message}")),
+            Error::Corruption(message) => Error::Corruption(format!("{what}: {message}")),
+            Error::Unsupported(message) => Error::Unsupported(format!("{what}: {message}")),
+            Error::Timeout(message) => Error::Timeout(format!("{what}: {message}")),
+            Error::Fenced(message) => Error::Fenced(format!("{what}: {message}")),
+            Error::Io { context, source } => Error::io(format!("{context} ({what})"), source),
+            Error::Locked { path, detail } => Error::locked(path, format!("{what}: {detail}")),
+            Error::Backend { backend, source } => {
+                Error::backend(backend, format!("{what}: {source}"))
+            }
+            // `Closed` and `SchemaVersion` carry no text: the log line names the record.
+            other => other,
+        }
+    }
+}
+
 /// Decides what happens to a record whose processing failed (see the module docs). The
 /// configuration's [`processing_error`](crate::TasksConfig::processing_error) and
 /// [`deserialization_error`](crate::TasksConfig::deserialization_error) are the default
@@ -222,9 +263,39 @@ pub(crate) fn guarded<T>(
 
 #[cfg(test)]
 mod tests {
-    use super::guarded;
+    use super::{FailedRecord, Failure, FailureStage, guarded};
     use crate::config::ErrorAction;
+    use statestore_changelog::TaskId;
     use store_api::{Error, ErrorKind};
+
+    #[test]
+    fn the_error_a_policy_returns_names_the_record() {
+        let failure = Failure {
+            task: TaskId {
+                subtopology: 0,
+                partition: 3,
+            },
+            stage: FailureStage::Processing,
+            record: Some(FailedRecord {
+                topic: "words".to_owned(),
+                partition: 3,
+                offset: 17,
+                timestamp: None,
+                key: None,
+                value: None,
+                headers: Vec::new(),
+            }),
+            error: Error::invalid("no"),
+            panicked: false,
+            topic_index: Some(0),
+        };
+        let err = failure.into_error();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        let message = err.to_string();
+        for part in ["task 0_3", "processing", "words/3 offset 17", ": no"] {
+            assert!(message.contains(part), "{part:?} not in: {message}");
+        }
+    }
 
     #[test]
     fn a_panic_becomes_an_error_with_its_message() {
