@@ -108,11 +108,7 @@ fn add_acl(bootstrap: &str, dir: &Path, args: &[&str]) {
          username=\"admin\" password=\"admin-secret\";\n",
     )
     .expect("admin properties");
-    let classpath = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/broker.sh"))
-        .arg("classpath")
-        .output()
-        .expect("broker.sh classpath");
-    let classpath = String::from_utf8_lossy(&classpath.stdout).trim().to_owned();
+    let classpath = statestore_test_support::kafka_classpath();
     let out = Command::new("java")
         .args(["-cp", &classpath, "org.apache.kafka.tools.AclCommand"])
         .args(["--bootstrap-server", bootstrap, "--command-config"])

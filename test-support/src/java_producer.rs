@@ -13,17 +13,7 @@ use crate::cluster::broker_script;
 /// # Panics
 /// When Java or the jars are missing, or the producer fails; the panic carries its stderr.
 pub fn java_produce(bootstrap: &str, topic: &str, codec: &str, records: &[(String, String)]) {
-    let classpath = Command::new(broker_script())
-        .arg("classpath")
-        .env("STATESTORE_BROKER", "kafka")
-        .output()
-        .expect("running scripts/broker.sh classpath");
-    assert!(
-        classpath.status.success(),
-        "scripts/broker.sh classpath: {}",
-        String::from_utf8_lossy(&classpath.stderr)
-    );
-    let classpath = String::from_utf8_lossy(&classpath.stdout).trim().to_owned();
+    let classpath = kafka_classpath();
     let mut child = Command::new("java")
         .args(["-cp", &classpath, "org.apache.kafka.tools.ConsoleProducer"])
         .args(["--bootstrap-server", bootstrap, "--topic", topic])
@@ -61,4 +51,23 @@ pub fn java_produce(bootstrap: &str, topic: &str, codec: &str, records: &[(Strin
         "Kafka's console producer failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The Java classpath of Apache Kafka's jars (`scripts/broker.sh classpath`), for running its
+/// own tools.
+///
+/// # Panics
+/// When the script fails, with its stderr.
+pub fn kafka_classpath() -> String {
+    let out = Command::new(broker_script())
+        .arg("classpath")
+        .env("STATESTORE_BROKER", "kafka")
+        .output()
+        .expect("running scripts/broker.sh classpath");
+    assert!(
+        out.status.success(),
+        "scripts/broker.sh classpath: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

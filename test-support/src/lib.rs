@@ -14,7 +14,7 @@ mod netns;
 pub mod proxy;
 
 pub use cluster::Cluster;
-pub use java_producer::java_produce;
+pub use java_producer::{java_produce, kafka_classpath};
 pub use netns::NetNamespace;
 pub use proxy::FaultProxy;
 
