@@ -176,6 +176,8 @@ fn an_instance_cut_off_from_every_broker_rejoins_without_exiting() {
     a.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
     b.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
     watch(Duration::from_secs(3), &mut [&mut a, &mut b]);
+    // b is cut off owning a task, so that it has one to give up.
+    b.wait_owning(Duration::from_secs(90));
 
     ns.cut();
     let cut_at = b.mark();

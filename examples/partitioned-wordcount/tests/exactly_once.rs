@@ -281,6 +281,8 @@ fn a_zombie_past_its_session_leaves_nothing_visible() {
     a.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
     b.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
     watch(Duration::from_secs(2), &mut [&mut a, &mut b]);
+    // b is paused owning a task, so that it has one to give up.
+    b.wait_owning(Duration::from_secs(90));
 
     let paused_at = b.mark();
     let taken_at = a.mark();

@@ -76,6 +76,8 @@ fn a_paused_owner_wakes_up_rejoins_and_keeps_processing() {
     a.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
     b.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
     watch(Duration::from_secs(3), &mut [&mut a, &mut b]);
+    // b is paused owning a task, so that it has one to give up.
+    b.wait_owning(Duration::from_secs(90));
 
     let paused_at = b.mark();
     signal(&b, "STOP");

@@ -179,6 +179,15 @@ impl Instance {
         self.wait_for(timeout, wanted);
     }
 
+    /// Waits until the instance's latest status line (printed every second) lists an active
+    /// task: the group may still move tasks after the first record (a member whose session
+    /// lapsed under load loses them), and a test about losing tasks needs one owned.
+    pub fn wait_owning(&mut self, timeout: Duration) {
+        self.wait_for(timeout, |line| {
+            line.starts_with("processed ") && !line.contains(" tasks [] ")
+        });
+    }
+
     /// Waits for a stderr line satisfying `wanted`, checking that the instance still runs.
     pub fn wait_for(&mut self, timeout: Duration, wanted: impl Fn(&str) -> bool) {
         let deadline = Instant::now() + timeout;
