@@ -41,8 +41,8 @@
 #   STATESTORE_BROKER_SECURITY  kafka only: `sasl` makes each node's client listener
 #                             SASL_PLAINTEXT with PLAIN (users admin/admin-secret and
 #                             alice/alice-secret) and SCRAM-SHA-512 (alice/alice-secret), and
-#                             turns on the StandardAuthorizer (super user admin; a resource
-#                             without ACLs is open to everyone, one with ACLs only to them)
+#                             turns on the StandardAuthorizer (super user admin; every other
+#                             principal may do only what an ACL allows it)
 #   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
 set -euo pipefail
 
@@ -165,7 +165,7 @@ listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.com
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
 super.users=User:admin;User:ANONYMOUS
-allow.everyone.if.no.acl.found=true
+allow.everyone.if.no.acl.found=false
 EOF
   fi
   java -cp "$root/libs/*" -Dlog4j2.configurationFile="$SCRIPTS/kafka/log4j2.properties" \

@@ -1,8 +1,12 @@
-//! A broker with SASL and the StandardAuthorizer (a cluster of the test's own, started through
-//! `scripts/broker.sh` with `STATESTORE_BROKER_SECURITY=sasl`): an application authenticated
-//! with SCRAM-SHA-512 processes every record and commits; a wrong password, a group the
-//! principal may not read and an input topic it may describe but not read each end the run
-//! with an error naming the cause within seconds, never a hang or a timeout.
+//! A broker with SASL and the StandardAuthorizer, `allow.everyone.if.no.acl.found=false` (a
+//! cluster of the test's own, started through `scripts/broker.sh` with
+//! `STATESTORE_BROKER_SECURITY=sasl`): an application authenticated with SCRAM-SHA-512 and
+//! given exactly the ACLs Kafka Streams documents processes every record, with two instances,
+//! a restart and under `exactly_once_v2`, and the broker denies it nothing; a wrong password,
+//! a group the principal may not read and an input topic it may describe but not read each
+//! end the run with an error naming the cause within seconds, never a hang or a timeout; an
+//! ACL removed from a running application stops it with a clear error, and once restored the
+//! application resumes with nothing lost.
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP` like every Kafka test (without it the test prints one
 //! SKIP line and passes), and Java for the broker and Apache Kafka's ACL tool.
@@ -13,14 +17,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_tasks::{Application, TasksConfig};
+use statestore_tasks::{Application, ProcessingGuarantee, TasksConfig};
 use statestore_test_support::Cluster;
-use support::{bootstrap, config, count_word, send_waiting, unique, word};
+use support::{
+    bootstrap, config, count_word, send_waiting, try_changelog_counts_with, unique, wait_until,
+    word,
+};
 
 const PARTITIONS: i32 = 4;
 const RECORDS: u64 = 2_000;
@@ -49,6 +57,15 @@ fn application(bootstrap: &str, dir: &Path, properties: BTreeMap<String, String>
     let input = unique("secured-input");
     statestore_tasks::create_topic_with(bootstrap, &admin(), &input, PARTITIONS)
         .expect("input topic");
+    produce_words(bootstrap, &input);
+    TasksConfig {
+        properties,
+        ..config(bootstrap, &unique("secured"), &input, dir)
+    }
+}
+
+/// Writes [`RECORDS`] words to `input`, as the admin.
+fn produce_words(bootstrap: &str, input: &str) {
     let mut producer = ClientConfig::new();
     for (key, value) in admin() {
         producer.set(key, value);
@@ -61,16 +78,12 @@ fn application(bootstrap: &str, dir: &Path, properties: BTreeMap<String, String>
         let word = word(i);
         send_waiting(
             &producer,
-            BaseRecord::to(&input)
+            BaseRecord::to(input)
                 .key(word.as_bytes())
                 .payload(word.as_bytes()),
         );
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
-    TasksConfig {
-        properties,
-        ..config(bootstrap, &unique("secured"), &input, dir)
-    }
 }
 
 /// Runs `config` until it processed `until` records or failed, for at most `timeout`.
@@ -99,6 +112,105 @@ fn fails(config: TasksConfig) -> (String, Duration) {
 
 /// Adds an ACL with Apache Kafka's own tool, as the admin: `args` after `--add`.
 fn add_acl(bootstrap: &str, dir: &Path, args: &[&str]) {
+    acl_command(bootstrap, dir, &[&["--add"], args].concat());
+}
+
+/// Removes the ACL `args` describe, as the admin.
+fn remove_acl(bootstrap: &str, dir: &Path, args: &[&str]) {
+    acl_command(bootstrap, dir, &[&["--remove", "--force"], args].concat());
+}
+
+/// The principal of the application under test.
+const ALICE: &str = "User:alice";
+
+/// An ACL of the set Kafka Streams documents that a case leaves out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Withheld {
+    Nothing,
+    /// READ on the group (DESCRIBE on the input topic stays).
+    GroupRead,
+    /// READ on the input topic, which alice may only describe.
+    InputRead,
+}
+
+/// READ on the group named by the application id.
+fn group_read(group: &str) -> [&str; 6] {
+    [
+        "--allow-principal",
+        ALICE,
+        "--operation",
+        "Read",
+        "--group",
+        group,
+    ]
+}
+
+/// Grants alice the ACLs Kafka Streams documents for `config`'s application, but `withheld`:
+/// READ on the input topic and the group; CREATE, READ, WRITE, DESCRIBE and DESCRIBE_CONFIGS
+/// on topics prefixed with the application id; WRITE and DESCRIBE on transactional ids
+/// prefixed with it.
+fn grant(bootstrap: &str, dir: &Path, config: &TasksConfig, withheld: Withheld) {
+    let (app, input) = (&config.application_id, &config.input_topics[0]);
+    let input_operation = if withheld == Withheld::InputRead {
+        "Describe"
+    } else {
+        "Read"
+    };
+    let input_acl = [
+        "--allow-principal",
+        ALICE,
+        "--operation",
+        input_operation,
+        "--topic",
+        input,
+    ];
+    add_acl(bootstrap, dir, &input_acl);
+    if withheld != Withheld::GroupRead {
+        add_acl(bootstrap, dir, &group_read(app));
+    }
+    let prefix = format!("{app}-");
+    add_acl(
+        bootstrap,
+        dir,
+        &[
+            "--allow-principal",
+            ALICE,
+            "--resource-pattern-type",
+            "prefixed",
+            "--topic",
+            &prefix,
+            "--operation",
+            "Create",
+            "--operation",
+            "Read",
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+            "--operation",
+            "DescribeConfigs",
+        ],
+    );
+    add_acl(
+        bootstrap,
+        dir,
+        &[
+            "--allow-principal",
+            ALICE,
+            "--resource-pattern-type",
+            "prefixed",
+            "--transactional-id",
+            &prefix,
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+        ],
+    );
+}
+
+/// Runs Apache Kafka's ACL tool with `args`, as the admin.
+fn acl_command(bootstrap: &str, dir: &Path, args: &[&str]) {
     // Java's client takes its SASL credentials as a JAAS line.
     let properties = dir.join("admin.properties");
     std::fs::write(
@@ -113,7 +225,6 @@ fn add_acl(bootstrap: &str, dir: &Path, args: &[&str]) {
         .args(["-cp", &classpath, "org.apache.kafka.tools.AclCommand"])
         .args(["--bootstrap-server", bootstrap, "--command-config"])
         .arg(&properties)
-        .arg("--add")
         .args(args)
         .output()
         .expect("running kafka's AclCommand");
@@ -147,6 +258,7 @@ fn secured_clients_work_and_every_refusal_is_a_clear_error_in_seconds() {
 
     let scram = sasl("SCRAM-SHA-512", "alice", "alice-secret");
     let config = application(&bootstrap, dir.path(), scram.clone());
+    grant(&bootstrap, dir.path(), &config, Withheld::Nothing);
     let processed = run(config, RECORDS, Duration::from_secs(120)).expect("a SCRAM run");
     assert_eq!(processed, RECORDS, "records processed over SCRAM-SHA-512");
 
@@ -154,55 +266,171 @@ fn secured_clients_work_and_every_refusal_is_a_clear_error_in_seconds() {
     let failed = fails(application(&bootstrap, &dir.path().join("w"), wrong));
     assert_clear("a wrong password", &failed, &["Authentication"]);
 
-    // An ACL naming only the admin closes the group to alice.
     let config = application(&bootstrap, &dir.path().join("g"), scram.clone());
-    let group = config.application_id.clone();
-    add_acl(
-        &bootstrap,
-        dir.path(),
-        &[
-            "--allow-principal",
-            "User:admin",
-            "--operation",
-            "Read",
-            "--group",
-            &group,
-        ],
-    );
+    grant(&bootstrap, dir.path(), &config, Withheld::GroupRead);
     let failed = fails(config);
     assert_clear("the group's READ missing", &failed, &["GroupAuthorization"]);
 
-    // Alice may describe the input topic, not read it.
     let config = application(&bootstrap, &dir.path().join("t"), scram);
-    let input = config.input_topics[0].clone();
-    add_acl(
-        &bootstrap,
-        dir.path(),
-        &[
-            "--allow-principal",
-            "User:admin",
-            "--operation",
-            "Read",
-            "--topic",
-            &input,
-        ],
-    );
-    add_acl(
-        &bootstrap,
-        dir.path(),
-        &[
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "Describe",
-            "--topic",
-            &input,
-        ],
-    );
+    grant(&bootstrap, dir.path(), &config, Withheld::InputRead);
     let failed = fails(config);
     assert_clear(
         "the input topic's READ missing",
         &failed,
         &["TopicAuthorization", "Fetch"],
     );
+}
+
+/// An instance running on a thread of its own until stopped or failed.
+struct Instance {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<store_api::Result<()>>,
+}
+
+impl Instance {
+    fn start(config: TasksConfig) -> Instance {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || Application::new(config)?.run(&flag, count_word));
+        Instance { stop, thread }
+    }
+
+    /// Panics with the instance's error when it has ended on its own.
+    fn assert_running(&mut self) {
+        if self.thread.is_finished() {
+            let thread = std::mem::replace(&mut self.thread, std::thread::spawn(|| Ok(())));
+            let result = thread.join().expect("the instance's thread");
+            panic!("the instance ended on its own: {result:?}");
+        }
+    }
+
+    /// Stops the instance, which must not have failed.
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .expect("the instance's thread")
+            .expect("the instance ran without an error");
+    }
+
+    /// Waits for the instance to fail: its error, and when it came.
+    fn failed(self, started: Instant) -> (String, Duration) {
+        let deadline = started + Duration::from_secs(120);
+        while !self.thread.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let took = started.elapsed();
+        self.stop.store(true, Ordering::Relaxed);
+        let result = self.thread.join().expect("the instance's thread");
+        (result.expect_err("the instance failed").to_string(), took)
+    }
+}
+
+/// Waits until the changelogs of `config`'s application (read as the admin) hold `rounds`
+/// times every word of [`produce_words`], and checks that they hold exactly that.
+/// Checks meanwhile that `instances` still run.
+fn assert_counted(
+    bootstrap: &str,
+    config: &TasksConfig,
+    rounds: u64,
+    instances: &mut [&mut Instance],
+) {
+    let counts = || {
+        try_changelog_counts_with(
+            bootstrap,
+            &admin(),
+            &config.application_id,
+            PARTITIONS.unsigned_abs(),
+        )
+        .unwrap_or_else(|err| {
+            eprintln!("reading the changelogs: {err}");
+            BTreeMap::new()
+        })
+    };
+    let total = rounds * RECORDS;
+    wait_until(Duration::from_secs(120), || {
+        for instance in instances.iter_mut() {
+            instance.assert_running();
+        }
+        counts().values().sum::<u64>() >= total
+    });
+    let mut expected = BTreeMap::new();
+    for i in 0..RECORDS {
+        *expected.entry(word(i)).or_insert(0) += rounds;
+    }
+    assert_eq!(
+        counts(),
+        expected,
+        "the counts after {rounds} rounds of input"
+    );
+}
+
+/// The denials of alice's requests in the broker's authoriser log, from byte `from` on.
+fn denials(cluster: &Cluster, from: usize) -> Vec<String> {
+    let log = cluster.log(1);
+    log.get(from..)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains("Principal = User:alice is Denied"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_documented_acls_are_all_an_application_needs() {
+    if bootstrap("the_documented_acls_are_all_an_application_needs").is_none() {
+        return;
+    }
+    let cluster = Cluster::start_sasl(1);
+    let bootstrap = cluster.bootstrap().to_owned();
+    let dir = tempfile::tempdir().expect("dir");
+    let scram = sasl("SCRAM-SHA-512", "alice", "alice-secret");
+    let config = TasksConfig {
+        processing_guarantee: ProcessingGuarantee::ExactlyOnceV2,
+        ..application(&bootstrap, &dir.path().join("a"), scram)
+    };
+    grant(&bootstrap, dir.path(), &config, Withheld::Nothing);
+    let second = TasksConfig {
+        state_dir: dir.path().join("b"),
+        ..config.clone()
+    };
+    let input = config.input_topics[0].clone();
+
+    // Two instances, then one of them restarted while the input grows.
+    let mut a = Instance::start(config.clone());
+    let mut b = Instance::start(second.clone());
+    assert_counted(&bootstrap, &config, 1, &mut [&mut a, &mut b]);
+    a.stop();
+    produce_words(&bootstrap, &input);
+    let mut a = Instance::start(config.clone());
+    assert_counted(&bootstrap, &config, 2, &mut [&mut a, &mut b]);
+    let denied = denials(&cluster, 0);
+    assert!(denied.is_empty(), "the broker denied alice: {denied:#?}");
+
+    // The group's READ removed from the running application stops both instances.
+    remove_acl(&bootstrap, dir.path(), &group_read(&config.application_id));
+    let removed = Instant::now();
+    produce_words(&bootstrap, &input);
+    assert_clear(
+        "the group's READ removed, instance a",
+        &a.failed(removed),
+        &["GroupAuthorization"],
+    );
+    assert_clear(
+        "the group's READ removed, instance b",
+        &b.failed(removed),
+        &["GroupAuthorization"],
+    );
+
+    // Restored, the application resumes where its commits left it: nothing lost, nothing
+    // counted twice.
+    let restored = cluster.log(1).len();
+    add_acl(&bootstrap, dir.path(), &group_read(&config.application_id));
+    let mut a = Instance::start(config.clone());
+    let mut b = Instance::start(second);
+    assert_counted(&bootstrap, &config, 3, &mut [&mut a, &mut b]);
+    a.stop();
+    b.stop();
+    let denied = denials(&cluster, restored);
+    assert!(denied.is_empty(), "denied once restored: {denied:#?}");
 }

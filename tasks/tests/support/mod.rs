@@ -154,9 +154,29 @@ pub fn try_replay_from(
     from: Option<u64>,
     to: Option<u64>,
 ) -> store_api::Result<(Model, u64)> {
+    try_replay_with(bootstrap, &BTreeMap::new(), topic, partition, from, to)
+}
+
+/// [`try_replay_from`] with the client `properties` of a secured cluster.
+pub fn try_replay_with(
+    bootstrap: &str,
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    partition: u32,
+    from: Option<u64>,
+    to: Option<u64>,
+) -> store_api::Result<(Model, u64)> {
+    // Opening a log creates a missing topic: one the application has yet to create (with
+    // its input's partitions) is waited for instead.
+    if !topic_exists(bootstrap, properties, topic) {
+        return Err(store_api::Error::invalid(format!(
+            "topic {topic} does not exist yet"
+        )));
+    }
     let config = KafkaConfig {
         bootstrap_servers: bootstrap.to_owned(),
         admin_timeout_ms: 10_000,
+        properties: properties.clone(),
         ..KafkaConfig::default()
     };
     let log = KafkaLog::open_topic(config, topic, partition)?;
@@ -193,6 +213,29 @@ pub fn try_replay_from(
     Ok((model, updates))
 }
 
+/// Whether the brokers know `topic` (a metadata request, which creates nothing).
+pub fn topic_exists(bootstrap: &str, properties: &BTreeMap<String, String>, topic: &str) -> bool {
+    let mut config = ClientConfig::new();
+    for (key, value) in properties {
+        config.set(key, value);
+    }
+    let Ok(consumer) = config
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create::<BaseConsumer>()
+    else {
+        return false;
+    };
+    consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .is_ok_and(|metadata| {
+            metadata
+                .topics()
+                .iter()
+                .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+        })
+}
+
 /// [`replay_from`] the start of the log.
 pub fn replay(bootstrap: &str, topic: &str, partition: u32) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
     replay_from(bootstrap, topic, partition, None, None)
@@ -219,10 +262,20 @@ pub fn try_changelog_counts(
     app: &str,
     partitions: u32,
 ) -> store_api::Result<BTreeMap<String, u64>> {
+    try_changelog_counts_with(bootstrap, &BTreeMap::new(), app, partitions)
+}
+
+/// [`try_changelog_counts`] with the client `properties` of a secured cluster.
+pub fn try_changelog_counts_with(
+    bootstrap: &str,
+    properties: &BTreeMap<String, String>,
+    app: &str,
+    partitions: u32,
+) -> store_api::Result<BTreeMap<String, u64>> {
     let topic = format!("{app}-counts-changelog");
     let mut total = BTreeMap::new();
     for partition in 0..partitions {
-        let (model, _) = try_replay_from(bootstrap, &topic, partition, None, None)?;
+        let (model, _) = try_replay_with(bootstrap, properties, &topic, partition, None, None)?;
         for (word, count) in counts_of(&model) {
             *total.entry(word).or_insert(0) += count;
         }
