@@ -80,9 +80,7 @@ fn metadata_retrying(
 /// The metadata of `topic` within `timeout`, asked in slices from half a second up, between
 /// which `consumer`'s queue is looked at: librdkafka reports a refusal of the credentials
 /// (or a TLS failure) there, and every metadata request as a lost connection, so the
-/// refusal ends the retry at once instead of after the timeout. A broker that refused this
-/// client's certificate is reported as a lost connection too; the failure `consumer`'s
-/// context kept tells it apart, and it ends the retry as an `SSL` error.
+/// refusal ends the retry at once instead of after the timeout (see [`queued_fatal_error`]).
 fn fetch_metadata(
     consumer: &WatchedConsumer,
     topic: &str,
@@ -91,19 +89,12 @@ fn fetch_metadata(
     let deadline = Instant::now() + timeout;
     let mut slice = Duration::from_millis(500);
     loop {
-        if let Some(Err(err)) = consumer.poll(Duration::ZERO)
-            && is_fatal_for_consumer(&err)
-        {
+        if let Some(err) = queued_fatal_error(consumer) {
             return Err(err);
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         let this = slice.min(remaining);
         match consumer.fetch_metadata(Some(topic), this) {
-            Err(err)
-                if is_retriable(&err) && consumer.context().certificate_refused().is_some() =>
-            {
-                return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::SSL));
-            }
             Err(err) if this < remaining && is_retriable(&err) => {
                 thread::sleep(Duration::from_millis(20).min(remaining - this));
                 slice = slice.saturating_mul(2);
@@ -112,6 +103,38 @@ fn fetch_metadata(
         }
     }
 }
+
+/// The first error no retry can change among the events queued on `consumer`, all of which
+/// are taken: a refusal may be queued behind other errors (every broker down, which a
+/// refused connection also makes them). A lost connection is such an error when librdkafka
+/// logged it as the broker refusing this client's certificate (see [`WatchedContext`]); it
+/// is reported as `SSL`.
+///
+/// [`WatchedContext`]: super::watch::WatchedContext
+fn queued_fatal_error(consumer: &WatchedConsumer) -> Option<KafkaError> {
+    let mut fatal = None;
+    // rdkafka queues librdkafka's logs among the events, and a poll that does not wait
+    // returns nothing once it took a log: each poll waits a millisecond to get past them.
+    // Bounded, should events keep coming faster than that.
+    for _ in 0..MAX_QUEUED_EVENTS {
+        let Some(polled) = consumer.poll(Duration::from_millis(1)) else {
+            break;
+        };
+        let Err(err) = polled else { continue };
+        if fatal.is_some() {
+            continue;
+        }
+        if is_fatal_for_consumer(&err) {
+            fatal = Some(err);
+        } else if is_retriable(&err) && consumer.context().certificate_refused().is_some() {
+            fatal = Some(KafkaError::MessageConsumption(RDKafkaErrorCode::SSL));
+        }
+    }
+    fatal
+}
+
+/// The most events [`queued_fatal_error`] takes at once.
+const MAX_QUEUED_EVENTS: usize = 1_000;
 
 /// The topic config naming whose clock stamps a record: its producer's or the broker's.
 const TIMESTAMP_TYPE: &str = "message.timestamp.type";
