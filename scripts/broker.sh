@@ -12,6 +12,8 @@
 #   scripts/broker.sh restart NODE     start node NODE again on its data
 #   scripts/broker.sh pause NODE       SIGSTOP node NODE;  resume NODE: SIGCONT
 #   scripts/broker.sh port NODE        print node NODE's client port
+#   scripts/broker.sh ssl-bootstrap    sasl_ssl only: print the mTLS listeners' addresses
+#   scripts/broker.sh certs            sasl_ssl only: print the directory of the certificates
 #   scripts/broker.sh log NODE         print the path of node NODE's log
 #   scripts/broker.sh classpath        install Kafka if missing, print the Java classpath of its
 #                                      jars (tests run Apache Kafka's own producer with it)
@@ -44,6 +46,19 @@
 #                             turns on the StandardAuthorizer (super user admin; every other
 #                             principal may do only what an ACL allows it)
 #   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
+#   STATESTORE_BROKER_SECURITY=sasl_ssl  kafka only: `sasl`'s users and authoriser over TLS.
+#                             The client listener (the addresses `start` prints) is SASL_SSL
+#                             with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (alice, as in
+#                             `sasl`); a second listener, SSL on port PORT+2N+(i-1) of node i
+#                             of N (`ssl-bootstrap` prints them), requires a client
+#                             certificate and takes its CN as the principal (CN=carol is
+#                             User:carol). The script makes the certificates with openssl in
+#                             the directory `certs` prints: ca.pem (the CA that signed the
+#                             nodes' certificate, valid for IP:$STATESTORE_BROKER_HOST and
+#                             DNS:localhost), carol.pem and carol.key (a client certificate it
+#                             signed), rogue-ca.pem, rogue.pem and rogue.key (another CA, which
+#                             the nodes do not trust, and a CN=carol certificate it signed).
+#                             Keys are PKCS#8 PEM without a password.
 set -euo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -61,6 +76,12 @@ case "$BROKER" in
   kafka | nisshi) ;;
   *) die "STATESTORE_BROKER must be kafka or nisshi, not '$BROKER'" ;;
 esac
+SECURITY="${STATESTORE_BROKER_SECURITY:-}"
+case "$SECURITY" in
+  "" | sasl | sasl_ssl) ;;
+  *) die "STATESTORE_BROKER_SECURITY must be empty, sasl or sasl_ssl, not '$SECURITY'" ;;
+esac
+[[ -z "$SECURITY" || "$BROKER" == kafka ]] || die "STATESTORE_BROKER_SECURITY needs kafka"
 
 # True when something accepts TCP connections on $HOST:$1.
 port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
@@ -117,6 +138,57 @@ cluster_id() {
   echo "$id"
 }
 
+# Node $1's mTLS listener port (sasl_ssl): after every node's client and controller ports.
+node_ssl_port() { echo $((PORT + 2 * BROKER_NODES + $1 - 1)); }
+
+# Makes the certificates of a sasl_ssl cluster in directory $1 (see STATESTORE_BROKER_SECURITY
+# above): two CAs, the brokers' certificate signed by the first, and a CN=carol client
+# certificate signed by each. Valid for ten years, so a kept directory never expires mid-test.
+# Returns 1 (openssl's words in $1/openssl.log) when openssl fails: a caller in an `||` list
+# runs it without `set -e`, so each step checks.
+make_certs() {
+  local dir=$1 ca name issuer subject ext
+  command -v openssl >/dev/null || apt_install openssl
+  mkdir -p "$dir"
+  cat >"$dir/openssl.cnf" <<EOF
+[req]
+distinguished_name = dn
+[dn]
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[broker]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth,clientAuth
+subjectAltName = IP:$HOST,DNS:localhost
+[client]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = clientAuth
+EOF
+  for ca in "ca:statestore test CA" "rogue-ca:statestore untrusted CA"; do
+    openssl req -x509 -config "$dir/openssl.cnf" -extensions ca -newkey rsa:2048 -nodes \
+      -keyout "$dir/${ca%%:*}.key" -out "$dir/${ca%%:*}.pem" -days 3650 -subj "/CN=${ca#*:}" \
+      >>"$dir/openssl.log" 2>&1 || return 1
+  done
+  for leaf in "broker:ca:/CN=statestore broker:broker" "carol:ca:/CN=carol:client" \
+    "rogue:rogue-ca:/CN=carol:client"; do
+    IFS=: read -r name issuer subject ext <<<"$leaf"
+    openssl req -new -config "$dir/openssl.cnf" -newkey rsa:2048 -nodes -keyout "$dir/$name.key" \
+      -out "$dir/$name.csr" -subj "$subject" >>"$dir/openssl.log" 2>&1 || return 1
+    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$issuer.pem" -CAkey "$dir/$issuer.key" \
+      -set_serial "0x$(openssl rand -hex 8)" -days 3650 -extfile "$dir/openssl.cnf" \
+      -extensions "$ext" -out "$dir/$name.pem" >>"$dir/openssl.log" 2>&1 || return 1
+    rm "$dir/$name.csr"
+  done
+}
+
+# File $1 as one properties value: Kafka takes PEM certificates and keys as config values,
+# and java.util.Properties reads `\n` as a line break.
+pem_value() { awk '{ printf "%s\\n", $0 }' "$1"; }
+
 # Writes node $2 of an $3-node cluster into directory $1: server.properties, its data directory
 # formatted, and run.sh, which starts it (used again by `restart`).
 prepare_kafka_node() {
@@ -129,21 +201,30 @@ prepare_kafka_node() {
   local replicas=$((nodes < 3 ? nodes : 3))
   # With three replicas, two must hold a write before acks=all returns (Kafka's advice).
   local min_isr=$((replicas >= 3 ? 2 : 1))
-  local proto=PLAINTEXT format_args=()
-  if [[ "${STATESTORE_BROKER_SECURITY:-}" == sasl ]]; then
-    proto=SASL_PLAINTEXT
-    format_args=(--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
-  fi
+  local proto=PLAINTEXT format_args=() extra="" extra_map=""
+  case "$SECURITY" in
+    sasl)
+      proto=SASL_PLAINTEXT
+      format_args=(--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
+      ;;
+    sasl_ssl)
+      proto=SASL_SSL
+      format_args=(--add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]'
+        --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
+      extra=",SSL://$HOST:$(node_ssl_port "$node")"
+      extra_map=",SSL:SSL"
+      ;;
+  esac
   mkdir -p "$dir"
   cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$node
 controller.quorum.voters=$voters
-listeners=$proto://$HOST:$port,CONTROLLER://$HOST:$((port + 1))
-advertised.listeners=$proto://$HOST:$port
+listeners=$proto://$HOST:$port$extra,CONTROLLER://$HOST:$((port + 1))
+advertised.listeners=$proto://$HOST:$port$extra
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=$proto
-listener.security.protocol.map=$proto:$proto,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$proto:$proto$extra_map,CONTROLLER:PLAINTEXT
 log.dirs=$dir/data
 default.replication.factor=$replicas
 min.insync.replicas=$min_isr
@@ -156,16 +237,34 @@ group.initial.rebalance.delay.ms=0
 # Sessions as short as the tests' (Kafka's minimum is 6 s).
 group.min.session.timeout.ms=1000
 EOF
-  if [[ "$proto" == SASL_PLAINTEXT ]]; then
-    cat >>"$dir/server.properties" <<'EOF'
-sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+  if [[ -n "$SECURITY" ]]; then
+    local listener=${proto,,} mechanisms=PLAIN,SCRAM-SHA-512
+    [[ "$SECURITY" == sasl_ssl ]] && mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+    cat >>"$dir/server.properties" <<EOF
+sasl.enabled.mechanisms=$mechanisms
 sasl.mechanism.inter.broker.protocol=PLAIN
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
-listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.$listener.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
+listener.name.$listener.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
 super.users=User:admin;User:ANONYMOUS
 allow.everyone.if.no.acl.found=false
+EOF
+  fi
+  if [[ "$SECURITY" == sasl_ssl ]]; then
+    local certs="$BROKER_DIR/certs"
+    # PEM values rather than files: a PEM key file would need a password (KIP-651).
+    cat >>"$dir/server.properties" <<EOF
+listener.name.$listener.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.certificate.chain=$(pem_value "$certs/broker.pem")$(pem_value "$certs/ca.pem")
+ssl.keystore.key=$(pem_value "$certs/broker.key")
+ssl.truststore.type=PEM
+ssl.truststore.certificates=$(pem_value "$certs/ca.pem")
+# The mTLS listener: a client without a certificate signed by the CA is refused, and
+# CN=<name> is the principal User:<name>.
+listener.name.ssl.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([a-zA-Z0-9._-]+)\$/\$1/,DEFAULT
 EOF
   fi
   java -cp "$root/libs/*" -Dlog4j2.configurationFile="$SCRIPTS/kafka/log4j2.properties" \
@@ -304,20 +403,27 @@ start() {
   [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
   rm -f "$STATE"
   [[ "$BROKER" == kafka || "$nodes" == 1 ]] || die "nisshi runs one node only"
-  local i addr=""
+  local i addr="" ssl_addr="" port
+  BROKER_NODES=$nodes
   for ((i = 1; i <= nodes; i++)); do
-    port_open "$(node_port "$i")" &&
-      die "port $(node_port "$i") is already in use; set STATESTORE_KAFKA_PORT to a free port"
-    [[ "$BROKER" == kafka ]] && port_open $(($(node_port "$i") + 1)) &&
-      die "port $(($(node_port "$i") + 1)) is already in use; set STATESTORE_KAFKA_PORT"
+    for port in "$(node_port "$i")" $([[ "$BROKER" == kafka ]] && echo $(($(node_port "$i") + 1))) \
+      $([[ "$SECURITY" == sasl_ssl ]] && node_ssl_port "$i"); do
+      port_open "$port" &&
+        die "port $port is already in use; set STATESTORE_KAFKA_PORT to a free port"
+    done
     addr+="${addr:+,}$HOST:$(node_port "$i")"
+    [[ "$SECURITY" == sasl_ssl ]] && ssl_addr+="${ssl_addr:+,}$HOST:$(node_ssl_port "$i")"
   done
   install_broker
   BROKER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/statestore-broker.XXXXXX")
-  BROKER_NODES=$nodes
   BROKER_ADDR=$addr
-  printf 'BROKER_KIND=%s\nBROKER_DIR=%q\nBROKER_ADDR=%s\nBROKER_NODES=%s\n' \
-    "$BROKER" "$BROKER_DIR" "$BROKER_ADDR" "$BROKER_NODES" >"$STATE"
+  printf 'BROKER_KIND=%s\nBROKER_DIR=%q\nBROKER_ADDR=%s\nBROKER_NODES=%s\nBROKER_SSL_ADDR=%s\n' \
+    "$BROKER" "$BROKER_DIR" "$BROKER_ADDR" "$BROKER_NODES" "$ssl_addr" >"$STATE"
+  if [[ "$SECURITY" == sasl_ssl ]]; then
+    make_certs "$BROKER_DIR/certs" ||
+      { cat "$BROKER_DIR/certs/openssl.log" >&2; stop; die "making the certificates failed"; }
+    log "certificates in $BROKER_DIR/certs (scripts/broker.sh certs)"
+  fi
   if [[ "$BROKER" == kafka ]]; then
     local id pids=()
     id=$(cluster_id)
@@ -425,6 +531,16 @@ case "${1:-}" in
   pause) signal_node STOP "${2:-}" ;;
   resume) signal_node CONT "${2:-}" ;;
   port) need_node "${2:-}" && node_port "$2" ;;
+  ssl-bootstrap)
+    load_state || die "not running"
+    [[ -n "${BROKER_SSL_ADDR:-}" ]] || die "not a sasl_ssl cluster: no mTLS listener"
+    echo "$BROKER_SSL_ADDR"
+    ;;
+  certs)
+    load_state || die "not running"
+    [[ -d "$BROKER_DIR/certs" ]] || die "not a sasl_ssl cluster: no certificates"
+    echo "$BROKER_DIR/certs"
+    ;;
   log) need_node "${2:-}" && echo "$(node_dir "$2")/broker.log" ;;
   classpath)
     [[ "$BROKER" == kafka ]] || die "classpath needs STATESTORE_BROKER=kafka"
@@ -432,7 +548,8 @@ case "${1:-}" in
     echo "$(kafka_root)/libs/*"
     ;;
   *)
-    echo "usage: $0 install|start [N]|stop|status|kill N|restart N|pause N|resume N|port N|log N" >&2
+    echo "usage: $0 install|start [N]|stop|status|kill N|restart N|pause N|resume N|port N|log N|" \
+      "ssl-bootstrap|certs|classpath" >&2
     exit 2
     ;;
 esac

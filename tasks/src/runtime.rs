@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
+use statestore_changelog::kafka_util::WatchedContext;
 use statestore_changelog::{
     KafkaClients, NoopRestoreListener, RestoreListener, StateDirectory, TaskId,
 };
@@ -157,6 +158,7 @@ impl Application {
             outputs_lost: AtomicBool::new(false),
             migrated: AtomicBool::new(false),
             queries,
+            connection: WatchedContext::default(),
             config,
         });
         let mut consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)

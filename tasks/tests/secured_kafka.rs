@@ -12,6 +12,7 @@
 //! SKIP line and passes), and Java for the broker and Apache Kafka's ACL tool.
 
 mod support;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -22,8 +22,10 @@ pub struct Cluster {
     kind: &'static str,
     /// The address the nodes listen on and advertise.
     host: String,
-    /// `STATESTORE_BROKER_SECURITY` of the script: `sasl`, or empty for plaintext.
+    /// `STATESTORE_BROKER_SECURITY` of the script: `sasl`, `sasl_ssl`, or empty for plaintext.
     security: &'static str,
+    /// With `sasl_ssl`: the mTLS listeners' addresses and the certificates' directory.
+    tls: Option<(String, PathBuf)>,
 }
 
 impl Cluster {
@@ -61,16 +63,35 @@ impl Cluster {
         Cluster::launch(nodes, "127.0.0.1", "kafka", "sasl")
     }
 
+    /// Starts `nodes` Apache Kafka nodes with `sasl`'s users and authoriser over TLS (see
+    /// `scripts/broker.sh`): the client listener ([`bootstrap`](Cluster::bootstrap)) is
+    /// SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a second listener
+    /// ([`ssl_bootstrap`](Cluster::ssl_bootstrap)) is SSL and requires a client certificate,
+    /// whose CN is the principal. The script's certificates are in [`certs`](Cluster::certs).
+    ///
+    /// # Panics
+    /// As [`start`](Cluster::start); with more than 3 nodes (ports for 3 listeners each).
+    pub fn start_sasl_ssl(nodes: usize) -> Cluster {
+        let mut cluster = Cluster::launch(nodes, "127.0.0.1", "kafka", "sasl_ssl");
+        let ssl_bootstrap = cluster.script(&["ssl-bootstrap"]);
+        let certs = PathBuf::from(cluster.script(&["certs"]));
+        cluster.tls = Some((ssl_bootstrap, certs));
+        cluster
+    }
+
     fn launch(nodes: usize, host: &str, kind: &'static str, security: &'static str) -> Cluster {
         let dir = tempfile::tempdir().expect("a directory for the cluster's state file");
+        // Each node's client and controller ports, then, with TLS, each node's mTLS port.
+        let ports_per_node = if security == "sasl_ssl" { 3 } else { 2 };
         let mut cluster = Cluster {
             dir,
-            port: free_ports(2 * nodes, host),
+            port: free_ports(ports_per_node * nodes, host),
             nodes,
             bootstrap: String::new(),
             kind,
             host: host.to_owned(),
             security,
+            tls: None,
         };
         cluster.bootstrap = cluster.script(&["start", &nodes.to_string()]);
         cluster
@@ -79,6 +100,29 @@ impl Cluster {
     /// The bootstrap addresses, comma-separated.
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// The mTLS listeners' addresses, comma-separated (a [`start_sasl_ssl`] cluster).
+    ///
+    /// # Panics
+    /// When the cluster was not started by [`start_sasl_ssl`].
+    ///
+    /// [`start_sasl_ssl`]: Cluster::start_sasl_ssl
+    pub fn ssl_bootstrap(&self) -> &str {
+        &self.tls.as_ref().expect("a sasl_ssl cluster").0
+    }
+
+    /// The directory of the certificates of a [`start_sasl_ssl`] cluster, PEM files:
+    /// `ca.pem` (the CA that signed the nodes' certificate), `carol.pem` and `carol.key` (a
+    /// client certificate it signed, principal `User:carol`), `rogue-ca.pem` (a CA the nodes
+    /// do not trust), `rogue.pem` and `rogue.key` (a CN=carol certificate it signed).
+    ///
+    /// # Panics
+    /// When the cluster was not started by [`start_sasl_ssl`].
+    ///
+    /// [`start_sasl_ssl`]: Cluster::start_sasl_ssl
+    pub fn certs(&self) -> &Path {
+        &self.tls.as_ref().expect("a sasl_ssl cluster").1
     }
 
     /// The number of nodes.
@@ -176,7 +220,7 @@ fn free_ports(count: usize, host: &str) -> u16 {
     let mut taken = TAKEN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    assert!(count <= 10, "at most 5 nodes ({count} ports asked)");
+    assert!(count <= 10, "at most 10 ports a cluster ({count} asked)");
     let count = u16::try_from(count).expect("a port count");
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -12,15 +12,16 @@ use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::metadata::Metadata;
 use rdkafka::types::RDKafkaErrorCode;
 use store_api::{Error, Result};
 
 use super::config::KafkaConfig;
-use super::error::convert;
-use super::retry::{Retry, is_fatal_for_consumer, is_retriable, retry};
+use super::error::{convert, convert_because};
+use super::retry::{Retry, is_fatal_for_consumer, is_retriable};
+use super::watch::WatchedConsumer;
 
 /// The partition count of `topic` in the brokers' metadata, or `None` when they do not know
 /// the topic.
@@ -28,14 +29,12 @@ use super::retry::{Retry, is_fatal_for_consumer, is_retriable, retry};
 /// # Errors
 /// `Timeout` when no broker answers within `timeout`, `Backend` otherwise.
 pub fn partition_count(
-    client: &BaseConsumer,
+    client: &WatchedConsumer,
     topic: &str,
     timeout: Duration,
 ) -> Result<Option<usize>> {
     let doing = format!("fetching the metadata of topic {topic} (Metadata)");
-    let metadata = retry(&doing, timeout, |timeout| {
-        fetch_metadata(client, topic, timeout)
-    })?;
+    let metadata = metadata_retrying(client, topic, &doing, timeout)?;
     let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Ok(None);
     };
@@ -54,21 +53,43 @@ pub fn partition_count(
     }
 }
 
+/// The metadata of `topic`, [retried](retry) for `timeout`; an error that ends the retry
+/// says what librdkafka said of it when its code does not (a refused certificate, a failed
+/// TLS handshake or authentication: see [`WatchedContext::explain`]).
+///
+/// [`WatchedContext::explain`]: super::watch::WatchedContext::explain
+fn metadata_retrying(
+    client: &WatchedConsumer,
+    topic: &str,
+    doing: &str,
+    timeout: Duration,
+) -> Result<Metadata> {
+    let mut retry = Retry::new(doing, timeout);
+    loop {
+        match fetch_metadata(client, topic, retry.attempt_timeout()) {
+            Ok(metadata) => return Ok(metadata),
+            Err(err) if !is_retriable(&err) => {
+                let reason = client.context().explain(&err);
+                return Err(convert_because(doing, err, reason));
+            }
+            Err(err) => retry.failed(err)?,
+        }
+    }
+}
+
 /// The metadata of `topic` within `timeout`, asked in slices from half a second up, between
 /// which `consumer`'s queue is looked at: librdkafka reports a refusal of the credentials
 /// (or a TLS failure) there, and every metadata request as a lost connection, so the
-/// refusal ends the retry at once instead of after the timeout.
+/// refusal ends the retry at once instead of after the timeout (see [`queued_fatal_error`]).
 fn fetch_metadata(
-    consumer: &BaseConsumer,
+    consumer: &WatchedConsumer,
     topic: &str,
     timeout: Duration,
 ) -> KafkaResult<Metadata> {
     let deadline = Instant::now() + timeout;
     let mut slice = Duration::from_millis(500);
     loop {
-        if let Some(Err(err)) = consumer.poll(Duration::ZERO)
-            && is_fatal_for_consumer(&err)
-        {
+        if let Some(err) = queued_fatal_error(consumer) {
             return Err(err);
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -82,6 +103,38 @@ fn fetch_metadata(
         }
     }
 }
+
+/// The first error no retry can change among the events queued on `consumer`, all of which
+/// are taken: a refusal may be queued behind other errors (every broker down, which a
+/// refused connection also makes them). A lost connection is such an error when librdkafka
+/// logged it as the broker refusing this client's certificate (see [`WatchedContext`]); it
+/// is reported as `SSL`.
+///
+/// [`WatchedContext`]: super::watch::WatchedContext
+fn queued_fatal_error(consumer: &WatchedConsumer) -> Option<KafkaError> {
+    let mut fatal = None;
+    // rdkafka queues librdkafka's logs among the events, and a poll that does not wait
+    // returns nothing once it took a log: each poll waits a millisecond to get past them.
+    // Bounded, should events keep coming faster than that.
+    for _ in 0..MAX_QUEUED_EVENTS {
+        let Some(polled) = consumer.poll(Duration::from_millis(1)) else {
+            break;
+        };
+        let Err(err) = polled else { continue };
+        if fatal.is_some() {
+            continue;
+        }
+        if is_fatal_for_consumer(&err) {
+            fatal = Some(err);
+        } else if is_retriable(&err) && consumer.context().certificate_refused().is_some() {
+            fatal = Some(KafkaError::MessageConsumption(RDKafkaErrorCode::SSL));
+        }
+    }
+    fatal
+}
+
+/// The most events [`queued_fatal_error`] takes at once.
+const MAX_QUEUED_EVENTS: usize = 1_000;
 
 /// The topic config naming whose clock stamps a record: its producer's or the broker's.
 const TIMESTAMP_TYPE: &str = "message.timestamp.type";
@@ -175,7 +228,7 @@ pub fn create_retrying(
 /// `InvalidArgument` when the topic exists with too few partitions, `Timeout` when the
 /// metadata does not show the topic within `timeout`.
 pub fn await_partition(
-    client: &BaseConsumer,
+    client: &WatchedConsumer,
     topic: &str,
     partition: u32,
     timeout: Duration,
@@ -184,9 +237,7 @@ pub fn await_partition(
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let doing = format!("fetching metadata of topic {topic} (Metadata)");
-        let metadata = retry(&doing, remaining, |timeout| {
-            fetch_metadata(client, topic, timeout)
-        })?;
+        let metadata = metadata_retrying(client, topic, &doing, remaining)?;
         let found = metadata
             .topics()
             .iter()

@@ -12,7 +12,7 @@ use rdkafka::ClientConfig;
 use rdkafka::TopicPartitionList;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, ConsumerGroupMetadata};
+use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, Producer};
 use store_api::{Error, Result};
@@ -24,6 +24,7 @@ use super::error::convert;
 use super::producer::{self, Deliveries, PolledProducer, ReportTo};
 use super::readers::ReaderPool;
 use super::transactions::Transactions;
+use super::watch::WatchedConsumer;
 
 /// The Kafka clients of one process, shared by every [`KafkaLog`] opened through them.
 ///
@@ -193,7 +194,7 @@ impl KafkaClients {
     /// Runs `read` with a reader consumer of the pool (see [`ReaderPool::with_reader`]).
     pub(super) fn with_reader<T>(
         &self,
-        read: impl FnOnce(&BaseConsumer) -> Result<T>,
+        read: impl FnOnce(&WatchedConsumer) -> Result<T>,
     ) -> Result<T> {
         self.inner.readers.with_reader(read)
     }

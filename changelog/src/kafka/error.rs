@@ -14,6 +14,12 @@ pub const BACKEND: &str = "kafka";
 /// configuration property an `InvalidArgument` that names the property but hides a secret
 /// value (rdkafka's own message prints the value), anything else [`Error::Backend`].
 pub fn convert(doing: &str, err: KafkaError) -> Error {
+    convert_because(doing, err, None)
+}
+
+/// [`convert`], with what librdkafka said of the failure when its code alone does not (see
+/// [`WatchedContext::explain`](super::watch::WatchedContext::explain)).
+pub fn convert_because(doing: &str, err: KafkaError, reason: Option<String>) -> Error {
     if let KafkaError::ClientConfig(_, description, key, value) = &err {
         let shown = if is_secret(key) { REDACTED } else { value };
         return Error::invalid(format!(
@@ -25,7 +31,12 @@ pub fn convert(doing: &str, err: KafkaError) -> Error {
         other => other.rdkafka_error_code(),
     };
     match code {
-        Some(code) if is_timeout(code) => Error::Timeout(format!("kafka, while {doing}: {err}")),
+        Some(code) if is_timeout(code) => Error::Timeout(format!(
+            "kafka, while {doing}: {err}{}",
+            reason
+                .map(|reason| format!(": {reason}"))
+                .unwrap_or_default()
+        )),
         Some(RDKafkaErrorCode::MessageSizeTooLarge) => {
             Error::invalid(format!("kafka refused the record while {doing}: {err}"))
         }
@@ -34,6 +45,9 @@ pub fn convert(doing: &str, err: KafkaError) -> Error {
             Context {
                 doing: doing.to_owned(),
                 err,
+                reason: reason
+                    .map(|reason| format!(": {reason}"))
+                    .unwrap_or_default(),
             },
         ),
     }
@@ -56,11 +70,13 @@ pub fn is_timeout(code: RDKafkaErrorCode) -> bool {
 
 /// A Kafka error with what was being done, kept as the source of [`Error::Backend`].
 #[derive(Debug, thiserror::Error)]
-#[error("while {doing}: {err}")]
+#[error("while {doing}: {err}{reason}")]
 struct Context {
     doing: String,
     #[source]
     err: KafkaError,
+    /// What librdkafka said, after ": ", or nothing.
+    reason: String,
 }
 
 #[cfg(test)]

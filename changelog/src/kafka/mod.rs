@@ -35,6 +35,7 @@ mod reader;
 mod readers;
 mod retry;
 mod transactions;
+mod watch;
 mod wire;
 
 use std::fmt;
@@ -54,8 +55,9 @@ pub use producer::{Deliveries, ReportTo};
 #[doc(hidden)]
 pub mod util {
     pub use super::admin::{block_on, create_retrying};
-    pub use super::error::convert;
+    pub use super::error::{convert, convert_because};
     pub use super::retry::{Retry, is_fatal_for_consumer, is_retriable, is_retriable_code, retry};
+    pub use super::watch::{WatchedContext, is_certificate_refusal, log_to_tracing};
     pub use crate::logged::fence_nonce as unique_number;
 }
 

@@ -10,16 +10,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use store_api::{BatchOp, Error, Result};
 
-use super::error::convert;
+use super::error::{convert, convert_because};
 use super::readers::ReaderPool;
 use super::retry::Retry;
 use super::retry::is_fatal_for_consumer;
+use super::watch::WatchedConsumer;
 use super::wire::{EPOCH_HEADER, FRAME_HEADER, FRAMED, MARKER};
 use crate::ChangelogRecord;
 use crate::record::RecordKind;
@@ -38,7 +39,7 @@ pub struct Reader {
 
 /// A consumer kept assigned between reads of one partition.
 struct Held {
-    consumer: BaseConsumer,
+    consumer: WatchedConsumer,
     /// The offset the consumer returns next.
     next: u64,
     /// The high watermark when the consumer was assigned or last refreshed: every offset
@@ -158,7 +159,7 @@ impl Reader {
 
     /// A consumer that returns `from` next, below the high watermark `high`: the held one
     /// when it does, else one assigned at `from`. `None` when `from` is at or past `high`.
-    fn positioned(&mut self, from: u64, high: u64) -> Result<Option<BaseConsumer>> {
+    fn positioned(&mut self, from: u64, high: u64) -> Result<Option<WatchedConsumer>> {
         if from >= high {
             return Ok(None);
         }
@@ -180,14 +181,14 @@ impl Reader {
     }
 
     /// Stops the consumer's fetches and gives it back to the clients.
-    fn give_back(&self, consumer: BaseConsumer) {
+    fn give_back(&self, consumer: WatchedConsumer) {
         match consumer.unassign() {
             Ok(()) => self.readers.give_back(consumer),
             Err(err) => tracing::debug!(%err, "kafka consumer unassign failed; dropped"),
         }
     }
 
-    fn assign(&self, consumer: &BaseConsumer, from: u64) -> Result<()> {
+    fn assign(&self, consumer: &WatchedConsumer, from: u64) -> Result<()> {
         let offset = i64::try_from(from)
             .map_err(|_| Error::invalid(format!("offset {from} is beyond kafka's range")))?;
         let mut assignment = TopicPartitionList::new();
@@ -202,7 +203,7 @@ impl Reader {
     /// records just below `high`).
     fn poll_until(
         &self,
-        consumer: &BaseConsumer,
+        consumer: &WatchedConsumer,
         from: u64,
         high: u64,
         max: usize,
@@ -241,13 +242,18 @@ impl Reader {
                     break;
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
-                Some(Err(err)) if is_fatal_for_consumer(&err) => {
-                    return Err(convert(
+                Some(Err(err))
+                    if is_fatal_for_consumer(&err)
+                        || consumer.context().certificate_refused().is_some() =>
+                {
+                    let reason = consumer.context().explain(&err);
+                    return Err(convert_because(
                         &format!(
                             "reading changelog {}/{} (Fetch)",
                             self.topic, self.partition
                         ),
                         err,
+                        reason,
                     ));
                 }
                 // Transient errors (a broker reconnecting) are retried by librdkafka itself.

@@ -3,10 +3,10 @@
 
 use parking_lot::Mutex;
 use rdkafka::ClientConfig;
-use rdkafka::consumer::BaseConsumer;
 use store_api::Result;
 
 use super::error::convert;
+use super::watch::{WatchedConsumer, WatchedContext};
 
 /// The reader consumers kept idle for the next read; more run while more reads do at once.
 const IDLE_READERS: usize = 2;
@@ -31,7 +31,7 @@ const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 ///
 /// # Errors
 /// `InvalidArgument` for a property librdkafka refuses.
-fn new_consumer(base: &ClientConfig, group: &str) -> Result<BaseConsumer> {
+fn new_consumer(base: &ClientConfig, group: &str) -> Result<WatchedConsumer> {
     let mut config = base.clone();
     if config.get("fetch.wait.max.ms").is_none() {
         config.set("fetch.wait.max.ms", FETCH_WAIT_MS);
@@ -51,7 +51,7 @@ fn new_consumer(base: &ClientConfig, group: &str) -> Result<BaseConsumer> {
         // transaction still open.
         .set("isolation.level", "read_committed");
     config
-        .create()
+        .create_with_context(WatchedContext::default())
         .map_err(|err| convert("creating the kafka consumer", err))
 }
 
@@ -59,7 +59,7 @@ fn new_consumer(base: &ClientConfig, group: &str) -> Result<BaseConsumer> {
 pub struct ReaderPool {
     base: ClientConfig,
     group: String,
-    idle: Mutex<Vec<BaseConsumer>>,
+    idle: Mutex<Vec<WatchedConsumer>>,
 }
 
 impl ReaderPool {
@@ -88,7 +88,7 @@ impl ReaderPool {
     ///
     /// # Errors
     /// `read`'s error, or that of creating a consumer.
-    pub fn with_reader<T>(&self, read: impl FnOnce(&BaseConsumer) -> Result<T>) -> Result<T> {
+    pub fn with_reader<T>(&self, read: impl FnOnce(&WatchedConsumer) -> Result<T>) -> Result<T> {
         let consumer = self.take()?;
         let result = read(&consumer);
         if result.is_ok() {
@@ -101,7 +101,7 @@ impl ReaderPool {
     ///
     /// # Errors
     /// `InvalidArgument` for a property librdkafka refuses.
-    pub fn take(&self) -> Result<BaseConsumer> {
+    pub fn take(&self) -> Result<WatchedConsumer> {
         if let Some(consumer) = self.idle.lock().pop() {
             return Ok(consumer);
         }
@@ -110,7 +110,7 @@ impl ReaderPool {
 
     /// Keeps an unassigned reader consumer for the next read (or drops it when enough are
     /// idle).
-    pub fn give_back(&self, consumer: BaseConsumer) {
+    pub fn give_back(&self, consumer: WatchedConsumer) {
         let mut idle = self.idle.lock();
         if idle.len() < IDLE_READERS {
             idle.push(consumer);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use store_api::ErrorKind;
@@ -273,6 +274,12 @@ impl Shared {
 }
 
 impl ClientContext for GroupContext {
+    /// Logs through `tracing` and keeps the last connection failure (see
+    /// [`Shared::connection`](super::shared::Shared::connection)).
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        self.shared.connection.log(level, fac, log_message);
+    }
+
     /// librdkafka's statistics (every `statistics.interval.ms`): each task's lag, the records
     /// of its input partitions past the consumer's position.
     fn stats(&self, statistics: Statistics) {

@@ -10,7 +10,9 @@ use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
-use statestore_changelog::kafka_util::is_fatal_for_consumer;
+use statestore_changelog::kafka_util::{
+    WatchedContext, convert_because, is_fatal_for_consumer, is_retriable,
+};
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, Result};
 
@@ -69,6 +71,9 @@ pub(crate) struct Shared {
     /// What interactive queries read besides the tasks: the group's description and the
     /// standby copies' read handles.
     pub queries: Arc<QueryState>,
+    /// The group consumer's last connection failure, as librdkafka logged it (the poll
+    /// returns only its code).
+    pub connection: WatchedContext,
 }
 
 impl Shared {
@@ -108,17 +113,23 @@ impl Shared {
     /// (authentication, authorisation, a record that cannot be read; see
     /// [`is_fatal_for_consumer`]) is kept for the poll loop to return to the error policy;
     /// any other is transient, and librdkafka retries it.
+    ///
+    /// A broker that refused the consumer's certificate is fatal too, though librdkafka
+    /// reports it as a lost connection (see [`WatchedContext`]).
     pub(crate) fn consumer_error(&self, err: KafkaError) {
-        if !is_fatal_for_consumer(&err) {
+        let refused = is_retriable(&err) && self.connection.certificate_refused().is_some();
+        if !is_fatal_for_consumer(&err) && !refused {
             tracing::debug!(%err, "consumer error");
             return;
         }
-        let err = convert(
+        let reason = self.connection.explain(&err);
+        let err = convert_because(
             &format!(
                 "consuming input topics {:?} as group {} (Fetch, JoinGroup, OffsetFetch)",
                 self.inputs, self.config.application_id
             ),
             err,
+            reason,
         );
         tracing::error!(%err, "the group consumer cannot go on");
         let mut slot = self.error.lock();

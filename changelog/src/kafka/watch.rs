@@ -1,0 +1,183 @@
+//! What librdkafka said when it lost or could not make a connection, kept for the errors it
+//! explains.
+//!
+//! A consumer's poll returns a broker's failure as a bare code (rdkafka drops the text of the
+//! error event), and two failures no retry can change come with codes that do not say so:
+//! a broker that refuses this client's certificate does it with a TLS alert after the
+//! handshake (TLS 1.3 verifies the client last), which librdkafka reports as a lost
+//! connection (`BrokerTransportFailure`), the code of a broker that is merely down; and an
+//! `SSL` or `Authentication` code does not say which certificate or mechanism failed. The
+//! text does: librdkafka logs it (facility `FAIL`) just before it queues the error, and a
+//! [`WatchedContext`] keeps it.
+
+use parking_lot::Mutex;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// A consumer whose context keeps its last connection failure.
+pub type WatchedConsumer = BaseConsumer<WatchedContext>;
+
+/// The TLS alerts a broker sends when it refuses the client's certificate: bad (42),
+/// unsupported (43), revoked (44), expired (45), unknown (46), signed by an unknown CA (48),
+/// or missing (116). OpenSSL reports each as "SSL alert number N".
+const CERTIFICATE_ALERTS: [u8; 7] = [42, 43, 44, 45, 46, 48, 116];
+
+/// A client context that logs as rdkafka's default one does and keeps librdkafka's last
+/// connection failure.
+#[derive(Debug, Default)]
+pub struct WatchedContext {
+    last_failure: Mutex<Option<String>>,
+}
+
+impl WatchedContext {
+    /// What librdkafka said of the last connection it lost or could not make.
+    pub fn last_failure(&self) -> Option<String> {
+        self.last_failure.lock().clone()
+    }
+
+    /// The last failure when it is a broker refusing this client's certificate: fatal,
+    /// whatever its code.
+    pub fn certificate_refused(&self) -> Option<String> {
+        self.last_failure()
+            .filter(|failure| is_certificate_refusal(failure))
+    }
+
+    /// What librdkafka said of `err`, when `err` is a failed or refused connection (TLS,
+    /// authentication, a lost connection), whose code alone does not say what was refused.
+    pub fn explain(&self, err: &KafkaError) -> Option<String> {
+        use RDKafkaErrorCode as C;
+        let connection = matches!(
+            err.rdkafka_error_code(),
+            Some(
+                C::SSL
+                    | C::Authentication
+                    | C::SaslAuthenticationFailed
+                    | C::BrokerTransportFailure
+                    | C::AllBrokersDown
+            )
+        );
+        let failure = self.last_failure().filter(|_| connection)?;
+        if is_certificate_refusal(&failure) {
+            return Some(format!(
+                "the broker refused this client's certificate (ssl.certificate.location, \
+                 ssl.key.location; is it signed by a CA the broker trusts?): {failure}"
+            ));
+        }
+        Some(failure)
+    }
+}
+
+impl ClientContext for WatchedContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        log_to_tracing(level, fac, log_message);
+        if fac == "FAIL" {
+            *self.last_failure.lock() = Some(log_message.to_owned());
+        }
+    }
+}
+
+impl ConsumerContext for WatchedContext {}
+
+/// Whether librdkafka's `message` reports a TLS alert by which the broker refused this
+/// client's certificate.
+pub fn is_certificate_refusal(message: &str) -> bool {
+    const ALERT: &str = "SSL alert number ";
+    message.match_indices(ALERT).any(|(at, _)| {
+        let digits: String = message[at + ALERT.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits
+            .parse::<u8>()
+            .is_ok_and(|alert| CERTIFICATE_ALERTS.contains(&alert))
+    })
+}
+
+/// Logs librdkafka's `message` through `tracing` at its level, as rdkafka's default context
+/// does (a context that overrides `log` replaces that default).
+pub fn log_to_tracing(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    match level {
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => {
+            tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}");
+        }
+        RDKafkaLogLevel::Warning => {
+            tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}");
+        }
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+            tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}");
+        }
+        RDKafkaLogLevel::Debug => {
+            tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// librdkafka 2.12's words for a broker that refused the client's certificate after a
+    /// TLS 1.3 handshake, and for failures that are not that.
+    #[test]
+    fn certificate_alerts_are_refusals_and_nothing_else_is() {
+        let no_certificate = "ssl://127.0.0.1:21002/bootstrap: Receive failed: \
+             error:0A000412:SSL routines::sslv3 alert bad certificate: SSL alert number 42 \
+             (after 4ms in state APIVERSION_QUERY)";
+        let unknown_ca = "Receive failed: error:0A000416:SSL routines::sslv3 alert \
+             certificate unknown: SSL alert number 46";
+        let required = "error:0A00045C:SSL routines::tlsv13 alert certificate required: \
+             SSL alert number 116";
+        for refused in [no_certificate, unknown_ca, required] {
+            assert!(is_certificate_refusal(refused), "{refused}");
+        }
+        for other in [
+            "ssl://127.0.0.1:21002/bootstrap: Connect to ipv4#127.0.0.1:21002 failed: \
+             Connection refused (after 0ms in state CONNECT)",
+            "Disconnected: connection reset by peer",
+            "error:0A000410:SSL routines::sslv3 alert handshake failure: SSL alert number 40",
+            "SSL alert number 4",
+            "SSL alert number 420",
+        ] {
+            assert!(!is_certificate_refusal(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_code_is_explained_by_the_last_failure() {
+        let context = WatchedContext::default();
+        let ssl = KafkaError::MessageConsumption(RDKafkaErrorCode::SSL);
+        let transport = KafkaError::MessageConsumption(RDKafkaErrorCode::BrokerTransportFailure);
+        assert_eq!(context.explain(&ssl), None);
+        assert_eq!(context.explain(&transport), None);
+        context.log(
+            RDKafkaLogLevel::Error,
+            "FAIL",
+            "SSL handshake failed: certificate verify failed",
+        );
+        assert_eq!(
+            context.explain(&ssl).as_deref(),
+            Some("SSL handshake failed: certificate verify failed")
+        );
+        assert_eq!(context.certificate_refused(), None);
+        context.log(
+            RDKafkaLogLevel::Error,
+            "FAIL",
+            "Receive failed: SSL alert number 42",
+        );
+        let explained = context.explain(&transport).expect("explained");
+        assert!(
+            explained.contains("refused this client's certificate"),
+            "{explained}"
+        );
+        // Only failures of the connection are explained by it.
+        let denied = KafkaError::MessageConsumption(RDKafkaErrorCode::TopicAuthorizationFailed);
+        assert_eq!(context.explain(&denied), None);
+        context.log(RDKafkaLogLevel::Debug, "BROKER", "something else");
+        assert!(context.certificate_refused().is_some());
+    }
+}
