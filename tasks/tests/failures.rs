@@ -13,23 +13,19 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_changelog::EPOCH_KEY;
 use statestore_operator_stores::Json;
 use statestore_tasks::handlers::DEAD_LETTER_HEADERS;
 use statestore_tasks::{
-    AppState, Application, ErrorAction, POSITION_KEY, ProcessingGuarantee, ProcessorContext,
-    StoreSpec, TasksConfig, UncaughtErrorPolicy,
+    AppState, Application, ErrorAction, ProcessingGuarantee, ProcessorContext, TasksConfig,
+    UncaughtErrorPolicy,
 };
+use support::failing::*;
 use support::*;
 
-const PARTITIONS: u32 = 4;
 const POISON: &str = "poison";
 
 /// A word count on topics of its own, holding `n` records (key = a word, value = its index
@@ -110,32 +106,6 @@ impl Setup {
             thread::sleep(Duration::from_millis(500));
         }
     }
-}
-
-/// Produces `(key, value)` records to `topic`, each key to partition [`partition_of`], and
-/// returns each record's `<partition>:<offset>`.
-fn produce_pairs(bootstrap: &str, topic: &str, records: &[(String, String)]) -> Vec<String> {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("enable.idempotence", "true")
-        .create()
-        .expect("producer");
-    // One partition at a time, in order: the offsets follow from the order of sends.
-    let mut next = BTreeMap::new();
-    let mut placed = Vec::new();
-    for (key, value) in records {
-        let partition = partition_of(key, PARTITIONS);
-        let offset = next.entry(partition).or_insert(0u64);
-        placed.push(format!("{partition}:{offset}"));
-        *offset += 1;
-        let record = BaseRecord::to(topic)
-            .key(key.as_bytes())
-            .payload(value.as_bytes())
-            .partition(partition);
-        send_waiting(&producer, record);
-    }
-    producer.flush(Duration::from_secs(30)).expect("flush");
-    placed
 }
 
 /// Counts the word, sends `<partition>:<offset>` to `output`, then, while `failing` is on,
@@ -498,202 +468,16 @@ fn dead_letters_are_committed_once_under_exactly_once() {
     }
 }
 
-/// What a failing record does to the keys it fails with: how it fails, and the handler's
-/// answer. The record's key names both.
-const FAILING_KINDS: [(&str, bool, ErrorAction); 4] = [
-    ("fail-panic-continue", true, ErrorAction::Continue),
-    ("fail-error-continue", false, ErrorAction::Continue),
-    ("fail-panic-dead", true, ErrorAction::DeadLetter),
-    ("fail-error-dead", false, ErrorAction::DeadLetter),
-];
-
-/// The failing kind of `key`, if it is a failing record's.
-fn failing_kind(key: &[u8]) -> Option<(bool, ErrorAction)> {
-    let key = std::str::from_utf8(key).ok()?;
-    FAILING_KINDS
-        .iter()
-        .find(|(prefix, _, _)| key.starts_with(prefix))
-        .map(|&(_, panics, action)| (panics, action))
-}
-
-/// A failing record rolled back alone, under `guarantee` on `threads` stream threads: `n`
-/// records of words, among which `2 * FAILING_KINDS.len()` failing ones (panics and errors,
-/// answered `Continue` and `DeadLetter`). Every record counts its word in store `counts`,
-/// marks itself in store `seen` and sends `<partition>:<offset>`, and only then does a
-/// failing one fail. So each failing record has partial writes in both stores and an output
-/// when it fails: none of them may reach a changelog or the output topic. The handler is
-/// asked once per failing record and the processor is called once per record: no task goes
-/// back to its last commit, none processes anything again. Dead letters: once each. Under
-/// `exactly_once_v2` the output, dead-letter and changelog topics are read `read_committed`.
-fn failing_records_cost_only_themselves(guarantee: ProcessingGuarantee, threads: usize) {
-    let Some(bootstrap) = bootstrap("failing_records_cost_only_themselves") else {
-        return;
-    };
-    let name = format!("alone-{threads}");
-    let (app, input, output, letters_topic) = (
-        unique(&name),
-        unique(&format!("{name}-in")),
-        unique(&format!("{name}-out")),
-        unique(&format!("{name}-dlq")),
-    );
-    create_topic(&bootstrap, &input, 4);
-    create_topic(&bootstrap, &output, 4);
-    create_topic(&bootstrap, &letters_topic, 1);
-    let n = 6_000u64;
-    let mut records: Vec<(String, String)> = (0..n).map(|i| (word(i), i.to_string())).collect();
-    let failing: Vec<String> = FAILING_KINDS
-        .iter()
-        .flat_map(|(prefix, _, _)| (0..2).map(move |i| format!("{prefix}-{i}")))
-        .collect();
-    for (i, key) in failing.iter().enumerate() {
-        let at = (i + 1) * records.len() / (failing.len() + 1);
-        records.insert(at, (key.clone(), format!("\"{key}\"")));
-    }
-    let placed = produce_pairs(&bootstrap, &input, &records);
-    let mut expected_counts = BTreeMap::new();
-    let mut expected_seen = BTreeSet::new();
-    let mut expected_letters = Vec::new();
-    let mut failed_at = BTreeSet::new();
-    for ((key, value), at) in records.iter().zip(&placed) {
-        match failing_kind(key.as_bytes()) {
-            None => {
-                *expected_counts.entry(key.clone()).or_insert(0) += 1;
-                expected_seen.insert(at.clone());
-            }
-            Some((_, action)) => {
-                failed_at.insert(at.clone());
-                if action == ErrorAction::DeadLetter {
-                    expected_letters.push(value.clone());
-                }
-            }
-        }
-    }
-    expected_letters.sort();
-
-    let dir = tempfile::tempdir().expect("dir");
-    let config = TasksConfig {
-        stream_threads: threads,
-        processing_guarantee: guarantee,
-        dead_letter_topic: Some(letters_topic.clone()),
-        stores: vec![
-            StoreSpec::new("counts", "redb"),
-            StoreSpec::new("seen", "memory"),
-        ],
-        ..config(&bootstrap, &app, &input, dir.path())
-    };
-    let handled = std::sync::Arc::new(Mutex::new(Vec::new()));
-    let calls: Mutex<BTreeMap<String, u32>> = Mutex::new(BTreeMap::new());
-    let processor = |ctx: &mut ProcessorContext<'_>| -> store_api::Result<()> {
-        let at = format!("{}:{}", ctx.partition(), ctx.offset());
-        *calls.lock().expect("calls").entry(at.clone()).or_insert(0) += 1;
-        count_word(ctx)?;
-        ctx.store("seen")?.put(at.as_bytes(), b"1")?;
-        ctx.send(&output, ctx.key(), Some(at.as_bytes()));
-        match ctx.key().and_then(failing_kind) {
-            Some((true, _)) => panic!("the processor met a failing record at {at}"),
-            Some((false, _)) => Err(store_api::Error::invalid(format!("failing at {at}"))),
-            None => Ok(()),
-        }
-    };
-    let asked = std::sync::Arc::clone(&handled);
-    let handler = move |failure: &statestore_tasks::Failure| {
-        let record = failure.record.as_ref().expect("a record");
-        asked
-            .lock()
-            .expect("handled")
-            .push(format!("{}:{}", record.partition, record.offset));
-        record
-            .key
-            .as_deref()
-            .and_then(failing_kind)
-            .map_or(ErrorAction::Fail, |(_, action)| action)
-    };
-    let wait = || {
-        try_changelog_counts(&bootstrap, &app, PARTITIONS).is_ok_and(|c| c == expected_counts)
-            && calls.lock().expect("calls").len() == records.len()
-    };
-    let stop = AtomicBool::new(false);
-    let mut application = Application::new(config).expect("application");
-    application.set_error_handler(handler);
-    thread::scope(|scope| {
-        scope.spawn(|| {
-            let deadline = Instant::now() + Duration::from_secs(120);
-            while !wait() && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(300));
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
-        application
-            .run_tasks(&stop, |_| processor)
-            .expect("failing records never stop the instance");
-    });
-
-    let what = format!("{guarantee:?}, {threads} thread(s)");
-    let mut handled = handled.lock().expect("handled").clone();
-    handled.sort();
-    let failed_at: Vec<String> = failed_at.into_iter().collect();
-    assert_eq!(
-        handled, failed_at,
-        "{what}: the handler is asked once per failing record"
-    );
-    let calls = calls.into_inner().expect("calls");
-    let again: Vec<_> = calls.iter().filter(|(_, n)| **n != 1).collect();
-    assert_eq!(calls.len(), records.len(), "{what}: records processed");
-    assert!(
-        again.is_empty(),
-        "{what}: {} records processed more than once, such as {:?}",
-        again.len(),
-        again.iter().take(5).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        changelog_counts(&bootstrap, &app, PARTITIONS),
-        expected_counts,
-        "{what}: the counts hold no write of a failing record"
-    );
-    let mut seen = BTreeSet::new();
-    for partition in 0..PARTITIONS {
-        let (model, _) = replay(&bootstrap, &format!("{app}-seen-changelog"), partition);
-        seen.extend(
-            model
-                .keys()
-                .filter(|key| key.as_slice() != POSITION_KEY && key.as_slice() != EPOCH_KEY)
-                .map(|key| String::from_utf8_lossy(key).into_owned()),
-        );
-    }
-    assert_eq!(
-        seen, expected_seen,
-        "{what}: store seen holds no write of a failing record"
-    );
-    let mut outputs = if guarantee == ProcessingGuarantee::ExactlyOnceV2 {
-        read_committed_values(&bootstrap, &output)
-    } else {
-        read_topic(&bootstrap, &output)
-            .into_iter()
-            .filter_map(|(_, value, _)| value)
-            .collect()
-    };
-    outputs.sort();
-    let expected_outputs: Vec<String> = expected_seen.into_iter().collect();
-    assert_eq!(
-        outputs.len(),
-        expected_outputs.len(),
-        "{what}: one output per record that did not fail"
-    );
-    assert_eq!(outputs, expected_outputs, "{what}: the outputs");
-    let mut letters = read_committed_values(&bootstrap, &letters_topic);
-    letters.sort();
-    assert_eq!(
-        letters, expected_letters,
-        "{what}: the dead letters, once each"
-    );
-}
-
+/// Failing records rolled back alone under `exactly_once_v2` on two threads: see
+/// [`failing_records_cost_only_themselves`].
 #[test]
 fn failing_records_cost_only_themselves_under_exactly_once() {
-    failing_records_cost_only_themselves(ProcessingGuarantee::ExactlyOnceV2, 2);
+    failing_records_cost_only_themselves(ProcessingGuarantee::ExactlyOnceV2, 2, 0);
 }
 
+/// Failing records rolled back alone under `at_least_once` on two threads: see
+/// [`failing_records_cost_only_themselves`].
 #[test]
 fn failing_records_cost_only_themselves_under_at_least_once() {
-    failing_records_cost_only_themselves(ProcessingGuarantee::AtLeastOnce, 2);
+    failing_records_cost_only_themselves(ProcessingGuarantee::AtLeastOnce, 2, 0);
 }
