@@ -4,10 +4,10 @@
 //!
 //! A processor's `process` or `punctuate` that returns an error or panics fails its task at
 //! that record: nothing the call wrote is committed, and the outputs it sent are dropped. The
-//! call is rolled back alone at once: each logged store of the task drops the writes of that
-//! call, and only those (a savepoint per call in its write buffer), and a store of another
-//! kind than key-value that the call changed is opened again over what it holds then. The
-//! handler then answers, for that one record:
+//! call is rolled back alone at once: each store of the task drops the writes of that call,
+//! and only those (a savepoint per call in a logged store's write buffer), and a store of
+//! another kind than key-value that the call changed is opened again over what it holds then.
+//! The handler then answers, for that one record:
 //! - [`ErrorAction::Fail`]: the failure goes to the [`UncaughtErrorPolicy`](crate::UncaughtErrorPolicy);
 //! - [`ErrorAction::Continue`]: the record is skipped: the task moves its position past it and
 //!   goes on with the next record, so the record is never processed again and counts
@@ -35,8 +35,9 @@
 //! [`FAILURE_ABORTS_TOTAL`](crate::metrics::FAILURE_ABORTS_TOTAL). An error of the producer
 //! or of a commit still aborts the transaction under `exactly_once_v2`, whatever the records
 //! did: it is not a failure of user code, and is not counted there. A store with logging off
-//! keeps what a failed call wrote: its writes go to the engine at once and it has no commit to
-//! go back to.
+//! is rolled back alone too (each write of a call first reads the value it replaces, one read
+//! per write of such a store), but a rewind leaves it as it is: it has no commit to go back
+//! to.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -277,35 +277,30 @@ impl Task {
 
     /// Starts a call of user code: until [`finish_call`](Task::finish_call), the task is
     /// poisoned, so a call that fails or panics leaves it uncommittable whatever its caller
-    /// does next. Sets a savepoint in every logged store, which
+    /// does next. Sets a savepoint in every store, which
     /// [`roll_back_call`](Task::roll_back_call) goes back to.
     pub fn begin_call(&mut self) {
         self.poisoned = true;
         self.rolled_back = false;
         self.call_stream_time = self.stream_time;
         for slot in &self.slots {
-            if let Some(store) = slot.logged() {
-                store.savepoint();
-            }
+            slot.open.kv.savepoint();
         }
     }
 
     /// Undoes a call of user code that failed, leaving the task poisoned until
     /// [`go_on_after_failure`](Task::go_on_after_failure) or a [`rewind`](Task::rewind):
-    /// every logged store drops the writes the call made (and only those) and a store
-    /// opened as another kind than key-value whose content the call changed is opened again
-    /// over what it holds now; the stream time goes back to where the call found it. A store
-    /// with logging off keeps what the call wrote: its writes go to the engine at once.
+    /// every store drops the writes the call made, and only those (a logged one from its
+    /// write buffer; one with logging off writes back the values the call replaced), and a
+    /// store opened as another kind than key-value whose content the call changed is opened
+    /// again over what it holds now; the stream time goes back to where the call found it.
     ///
     /// # Errors
     /// A store that cannot roll back (no savepoint: a commit came after the call began) or
     /// reopen its view: only a rewind takes the task back to a state it may commit.
     pub fn roll_back_call(&mut self) -> Result<()> {
         for slot in &mut self.slots {
-            let Some(store) = slot.open.kv.logged() else {
-                continue;
-            };
-            let undone = store.roll_back_to_savepoint()?;
+            let undone = slot.open.kv.roll_back()?;
             if undone && slot.kind != StoreKind::KeyValue {
                 slot.open.view = StoreView::open(&slot.open.kv, &slot.kind)?;
             }

@@ -4,6 +4,7 @@
 //! `failpoints` feature, in a process of its own).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -13,8 +14,8 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_changelog::EPOCH_KEY;
 use statestore_tasks::{
-    Application, ErrorAction, POSITION_KEY, ProcessingGuarantee, ProcessorContext, StoreSpec,
-    TasksConfig,
+    Application, ErrorAction, POSITION_KEY, ProcessingGuarantee, ProcessorContext, ReadFrom,
+    StoreSpec, TasksConfig,
 };
 
 use super::*;
@@ -69,9 +70,10 @@ pub fn failing_kind(key: &[u8]) -> Option<(bool, ErrorAction)> {
 /// A failing record rolled back alone, under `guarantee` on `threads` stream threads: `n`
 /// records of words, among which `2 * FAILING_KINDS.len()` failing ones (panics and errors,
 /// answered `Continue` and `DeadLetter`). Every record counts its word in store `counts`,
-/// marks itself in store `seen` and sends `<partition>:<offset>`, and only then does a
-/// failing one fail. So each failing record has partial writes in both stores and an output
-/// when it fails: none of them may reach a changelog or the output topic. The handler is
+/// marks itself in stores `seen` and `local` (logging off) and sends `<partition>:<offset>`,
+/// and only then does a failing one fail. So each failing record has partial writes in every
+/// store and an output when it fails: none of them may reach a changelog, the unlogged store
+/// or the output topic. The handler is
 /// asked once per failing record and the processor is called once per record: no task goes
 /// back to its last commit, none processes anything again. Dead letters: once each. Under
 /// `exactly_once_v2` the output, dead-letter and changelog topics are read `read_committed`.
@@ -139,6 +141,7 @@ pub fn failing_records_cost_only_themselves(
         stores: vec![
             StoreSpec::new("counts", "redb"),
             StoreSpec::new("seen", "memory"),
+            StoreSpec::new("local", "memory").with_logging(false),
         ],
         ..config(&bootstrap, &app, &input, dir.path())
     };
@@ -149,6 +152,7 @@ pub fn failing_records_cost_only_themselves(
         *calls.lock().expect("calls").entry(at.clone()).or_insert(0) += 1;
         count_word(ctx)?;
         ctx.store("seen")?.put(at.as_bytes(), b"1")?;
+        ctx.store("local")?.put(at.as_bytes(), b"1")?;
         ctx.send(&output, ctx.key(), Some(at.as_bytes()));
         match ctx.key().and_then(failing_kind) {
             Some((true, _)) => panic!("the processor met a failing record at {at}"),
@@ -176,12 +180,28 @@ pub fn failing_records_cost_only_themselves(
     let stop = AtomicBool::new(false);
     let mut application = Application::new(config).expect("application");
     application.set_error_handler(handler);
+    let queries = application.queries();
+    let local = Mutex::new(BTreeSet::new());
     thread::scope(|scope| {
         scope.spawn(|| {
             let deadline = Instant::now() + Duration::from_secs(120);
             while !wait() && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(300));
             }
+            // Store `local` is not logged: it is read in the running instance.
+            let mut keys = local.lock().expect("local");
+            for partition in 0..PARTITIONS {
+                let every = (Bound::Unbounded, Bound::Unbounded);
+                let Ok(read) = queries.range("local", partition, every, false, ReadFrom::Active)
+                else {
+                    continue;
+                };
+                for entry in read.entries {
+                    let (key, _) = entry.expect("an entry of store local");
+                    keys.insert(String::from_utf8_lossy(&key).into_owned());
+                }
+            }
+            drop(keys);
             stop.store(true, Ordering::Relaxed);
         });
         application
@@ -238,6 +258,11 @@ pub fn failing_records_cost_only_themselves(
     assert_eq!(
         seen, expected_seen,
         "{what}: store seen holds no write of a failing record"
+    );
+    assert_eq!(
+        local.into_inner().expect("local"),
+        expected_seen,
+        "{what}: store local (not logged) holds no write of a failing record"
     );
     let mut outputs = if guarantee == ProcessingGuarantee::ExactlyOnceV2 {
         read_committed_values(&bootstrap, &output)
