@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_changelog::EPOCH_KEY;
+use statestore_operator_stores::window::{PutOutcome, WindowStore};
 use statestore_tasks::{
     Application, ErrorAction, POSITION_KEY, ProcessingGuarantee, ProcessorContext, ReadFrom,
-    StoreSpec, TasksConfig,
+    StoreHandle, StoreKind, StoreSpec, TasksConfig,
 };
 
 use super::*;
@@ -70,8 +71,9 @@ pub fn failing_kind(key: &[u8]) -> Option<(bool, ErrorAction)> {
 /// A failing record rolled back alone, under `guarantee` on `threads` stream threads: `n`
 /// records of words, among which `2 * FAILING_KINDS.len()` failing ones (panics and errors,
 /// answered `Continue` and `DeadLetter`). Every record counts its word in store `counts`,
-/// marks itself in stores `seen` and `local` (logging off) and sends `<partition>:<offset>`,
-/// and only then does a failing one fail. So each failing record has partial writes in every
+/// marks itself in stores `seen`, `local` (logging off) and `windows` (a window store, a day
+/// ahead for a failing record) and sends `<partition>:<offset>`, and only then does a failing
+/// one fail. So each failing record has partial writes in every
 /// store and an output when it fails: none of them may reach a changelog, the unlogged store
 /// or the output topic. The handler is
 /// asked once per failing record and the processor is called once per record: no task goes
@@ -142,9 +144,15 @@ pub fn failing_records_cost_only_themselves(
             StoreSpec::new("counts", "redb"),
             StoreSpec::new("seen", "memory"),
             StoreSpec::new("local", "memory").with_logging(false),
+            StoreSpec::new("windows", "memory").with_kind(StoreKind::Window {
+                retention_ms: 3_600_000,
+                segment_interval_ms: None,
+                retain_duplicates: false,
+            }),
         ],
         ..config(&bootstrap, &app, &input, dir.path())
     };
+    let windows: StoreHandle<WindowStore> = StoreHandle::new(&config, "windows").expect("handle");
     let handled = std::sync::Arc::new(Mutex::new(Vec::new()));
     let calls: Mutex<BTreeMap<String, u32>> = Mutex::new(BTreeMap::new());
     let processor = |ctx: &mut ProcessorContext<'_>| -> store_api::Result<()> {
@@ -153,6 +161,17 @@ pub fn failing_records_cost_only_themselves(
         count_word(ctx)?;
         ctx.store("seen")?.put(at.as_bytes(), b"1")?;
         ctx.store("local")?.put(at.as_bytes(), b"1")?;
+        // A failing record's window is a day ahead: were the window store's stream time left
+        // there after the roll-back, every later window of its task would be refused as
+        // expired, which fails that record.
+        let failing = ctx.key().and_then(failing_kind).is_some();
+        let start = ctx.timestamp().unwrap_or(0) + if failing { 86_400_000 } else { 0 };
+        let written = ctx.store_of(&windows)?.put(at.as_bytes(), b"1", start)?;
+        if written != PutOutcome::Written(1) {
+            return Err(store_api::Error::invalid(format!(
+                "window of {at}: {written:?}"
+            )));
+        }
         ctx.send(&output, ctx.key(), Some(at.as_bytes()));
         match ctx.key().and_then(failing_kind) {
             Some((true, _)) => panic!("the processor met a failing record at {at}"),
