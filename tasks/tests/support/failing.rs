@@ -204,7 +204,7 @@ pub fn failing_records_cost_only_themselves(
     thread::scope(|scope| {
         scope.spawn(|| {
             let deadline = Instant::now() + Duration::from_secs(120);
-            while !wait() && Instant::now() < deadline {
+            while !stop.load(Ordering::Relaxed) && !wait() && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(300));
             }
             // Store `local` is not logged: it is read in the running instance.
@@ -223,9 +223,9 @@ pub fn failing_records_cost_only_themselves(
             drop(keys);
             stop.store(true, Ordering::Relaxed);
         });
-        application
-            .run_tasks(&stop, |_| processor)
-            .expect("failing records never stop the instance");
+        let ended = application.run_tasks(&stop, |_| processor);
+        stop.store(true, Ordering::Relaxed);
+        ended.expect("failing records never stop the instance");
     });
 
     let what = format!("{guarantee:?}, {threads} thread(s)");
