@@ -475,9 +475,19 @@ fn failing_records_cost_only_themselves_under_exactly_once() {
     failing_records_cost_only_themselves(ProcessingGuarantee::ExactlyOnceV2, 2, 0);
 }
 
-/// Failing records rolled back alone under `at_least_once` on two threads: see
-/// [`failing_records_cost_only_themselves`].
+/// Failing records rolled back alone under `at_least_once` on two threads.
 #[test]
 fn failing_records_cost_only_themselves_under_at_least_once() {
     failing_records_cost_only_themselves(ProcessingGuarantee::AtLeastOnce, 2, 0);
+}
+
+/// Failing records rolled back alone under both guarantees on one thread, driven by `poll`.
+#[test]
+fn failing_records_cost_only_themselves_when_polled() {
+    for guarantee in [
+        ProcessingGuarantee::ExactlyOnceV2,
+        ProcessingGuarantee::AtLeastOnce,
+    ] {
+        failing_records_cost_only_themselves(guarantee, 1, 0);
+    }
 }

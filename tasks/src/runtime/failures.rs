@@ -51,43 +51,16 @@ pub(crate) fn handle(
         ?action,
         "the processor failed"
     );
-    let mut dead_letter = None;
-    let skip = match action {
+    let (skip, dead_letter) = match action {
         ErrorAction::Fail => match shared.config.uncaught_error {
             UncaughtErrorPolicy::ShutdownClient => {
                 count(shared, partition, |metrics| metrics.failures.increment(1));
                 return Err(failure.into_error());
             }
-            UncaughtErrorPolicy::ReplaceThread => None,
+            UncaughtErrorPolicy::ReplaceThread => (None, None),
         },
-        ErrorAction::Continue | ErrorAction::DeadLetter => {
-            let record = failure.record.as_ref().zip(failure.topic_index);
-            if action == ErrorAction::DeadLetter && shared.config.dead_letter_topic.is_none() {
-                tracing::warn!(
-                    task = %failure.task,
-                    "no dead_letter_topic is configured: the record is skipped without a dead letter"
-                );
-            }
-            if action == ErrorAction::DeadLetter
-                && let (Some((record, _)), Some(topic)) = (record, &shared.config.dead_letter_topic)
-            {
-                let mut letter = OutputRecord::new(topic.clone());
-                if let Some(key) = &record.key {
-                    letter = letter.key(key);
-                }
-                if let Some(value) = &record.value {
-                    letter = letter.value(value);
-                }
-                for (name, value) in dead_letter_headers(record, &failure) {
-                    letter = letter.header(&name, value.as_deref());
-                }
-                dead_letter = Some(letter);
-                count(shared, partition, |metrics| {
-                    metrics.dead_letters.increment(1)
-                });
-            }
-            record.map(|(record, topic)| (topic, record.offset))
-        }
+        ErrorAction::Continue => (skipped(&failure), None),
+        ErrorAction::DeadLetter => (skipped(&failure), dead_letter_of(shared, &failure)),
     };
     count(shared, partition, |metrics| {
         metrics.failures.increment(1);
@@ -121,6 +94,39 @@ pub(crate) fn handle(
         dead_letter: None,
         rewound: true,
     })
+}
+
+/// The (topic index, offset) of the record `failure` skips, if it failed on one.
+fn skipped(failure: &Failure) -> Option<(usize, u64)> {
+    let record = failure.record.as_ref()?;
+    Some((failure.topic_index?, record.offset))
+}
+
+/// The dead letter of the record `failure` failed on: its key, value and headers, with the
+/// error's headers, to `dead_letter_topic`; none without a record or a topic.
+fn dead_letter_of(shared: &Shared, failure: &Failure) -> Option<OutputRecord> {
+    let Some(topic) = &shared.config.dead_letter_topic else {
+        tracing::warn!(
+            task = %failure.task,
+            "no dead_letter_topic is configured: the record is skipped without a dead letter"
+        );
+        return None;
+    };
+    let record = failure.record.as_ref()?;
+    let mut letter = OutputRecord::new(topic.clone());
+    if let Some(key) = &record.key {
+        letter = letter.key(key);
+    }
+    if let Some(value) = &record.value {
+        letter = letter.value(value);
+    }
+    for (name, value) in dead_letter_headers(record, failure) {
+        letter = letter.header(&name, value.as_deref());
+    }
+    count(shared, failure.task.partition, |metrics| {
+        metrics.dead_letters.increment(1);
+    });
+    Some(letter)
 }
 
 fn count(

@@ -68,7 +68,8 @@ pub fn failing_kind(key: &[u8]) -> Option<(bool, ErrorAction)> {
         .map(|&(_, panics, action)| (panics, action))
 }
 
-/// A failing record rolled back alone, under `guarantee` on `threads` stream threads: `n`
+/// A failing record rolled back alone, under `guarantee` on `threads` stream threads (one:
+/// driven by `poll`, one record at a time; several: by `run_tasks`, in batches): `n`
 /// records of words, among which `2 * FAILING_KINDS.len()` failing ones (panics and errors,
 /// answered `Continue` and `DeadLetter`). Every record counts its word in store `counts`,
 /// marks itself in stores `seen`, `local` (logging off) and `windows` (a window store, a day
@@ -223,7 +224,13 @@ pub fn failing_records_cost_only_themselves(
             drop(keys);
             stop.store(true, Ordering::Relaxed);
         });
-        let ended = application.run_tasks(&stop, |_| processor);
+        // One thread: `poll`, a record at a time with one processor for every task; several:
+        // `run_tasks`, in batches spread over the threads.
+        let ended = if threads == 1 {
+            poll_until_stopped(application, &stop, processor)
+        } else {
+            application.run_tasks(&stop, |_| processor)
+        };
         stop.store(true, Ordering::Relaxed);
         ended.expect("failing records never stop the instance");
     });
@@ -305,4 +312,19 @@ pub fn failing_records_cost_only_themselves(
         letters, expected_letters,
         "{what}: the dead letters, once each"
     );
+}
+
+/// Polls `app` with `processor` until `stop` is set or a poll fails, then closes it.
+fn poll_until_stopped(
+    mut app: Application,
+    stop: &AtomicBool,
+    mut processor: impl FnMut(&mut ProcessorContext<'_>) -> store_api::Result<()>,
+) -> store_api::Result<()> {
+    while !stop.load(Ordering::Relaxed) {
+        if let Err(err) = app.poll(Duration::from_millis(100), &mut processor) {
+            let _ = app.close();
+            return Err(err);
+        }
+    }
+    app.close()
 }
