@@ -159,6 +159,7 @@ impl Application {
             migrated: AtomicBool::new(false),
             queries,
             connection: WatchedContext::default(),
+            decided: Mutex::new(std::collections::BTreeMap::new()),
             config,
         });
         let mut consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -212,17 +213,22 @@ impl Application {
         self.handler = Box::new(handler);
     }
 
-    /// Answers a failure of the processor (see [`failures::handle`]).
-    fn handle_failure(&self, failure: Failure) -> Result<()> {
+    /// Answers a failure of the processor (see [`failures::handle`]). Returns whether the
+    /// failed task was rewound to its last commit (its records after the failed one come
+    /// again from the consumer); under exactly-once the open transaction is then aborted and
+    /// every other task goes back to its last commit too.
+    fn handle_failure(&self, failure: Failure) -> Result<bool> {
         let partition = failure.task.partition;
-        let dead_letter = failures::handle(&self.consumer, &self.shared, &*self.handler, failure)?;
-        exactly_once::abort_after_rewind(&self.consumer, &self.shared, partition);
+        let handled = failures::handle(&self.consumer, &self.shared, &*self.handler, failure)?;
+        if handled.rewound {
+            exactly_once::abort_after_rewind(&self.consumer, &self.shared, partition);
+        }
         // A task dropped meanwhile (fenced) is another member's: its dead letter is too.
         let owned = self.shared.tasks.lock().contains_key(&partition);
-        if let (Some(letter), true) = (dead_letter, owned) {
+        if let (Some(letter), true) = (handled.dead_letter, owned) {
             self.shared.outputs.lock().pending().push(letter);
         }
-        Ok(())
+        Ok(handled.rewound)
     }
 
     /// The number of tasks: the input topics' partition count.

@@ -2,7 +2,10 @@
 //! no part of it and loses no output of another record, on one thread and on two; a poison
 //! record is failed, skipped or sent to the dead-letter topic as the handler answers, and a
 //! skipped record counts nowhere; `replace_thread` starts a failed task again from its last
-//! commit while the instance keeps running.
+//! commit while the instance keeps running; failing records (panics and errors, skipped and
+//! dead-lettered) are rolled back alone, under `at_least_once` and `exactly_once_v2`: none of
+//! their writes or outputs counts, the handler is asked once for each, and no other record is
+//! processed twice.
 //!
 //! The word count here writes its count, then sends one output naming its input record
 //! (`<partition>:<offset>`), then fails on the record keyed `poison` (while failing is on).
@@ -14,17 +17,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_operator_stores::Json;
 use statestore_tasks::handlers::DEAD_LETTER_HEADERS;
 use statestore_tasks::{
     AppState, Application, ErrorAction, ProcessingGuarantee, ProcessorContext, TasksConfig,
     UncaughtErrorPolicy,
 };
+use support::failing::*;
 use support::*;
 
-const PARTITIONS: u32 = 4;
 const POISON: &str = "poison";
 
 /// A word count on topics of its own, holding `n` records (key = a word, value = its index
@@ -105,32 +106,6 @@ impl Setup {
             thread::sleep(Duration::from_millis(500));
         }
     }
-}
-
-/// Produces `(key, value)` records to `topic`, each key to partition [`partition_of`], and
-/// returns each record's `<partition>:<offset>`.
-fn produce_pairs(bootstrap: &str, topic: &str, records: &[(String, String)]) -> Vec<String> {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("enable.idempotence", "true")
-        .create()
-        .expect("producer");
-    // One partition at a time, in order: the offsets follow from the order of sends.
-    let mut next = BTreeMap::new();
-    let mut placed = Vec::new();
-    for (key, value) in records {
-        let partition = partition_of(key, PARTITIONS);
-        let offset = next.entry(partition).or_insert(0u64);
-        placed.push(format!("{partition}:{offset}"));
-        *offset += 1;
-        let record = BaseRecord::to(topic)
-            .key(key.as_bytes())
-            .payload(value.as_bytes())
-            .partition(partition);
-        send_waiting(&producer, record);
-    }
-    producer.flush(Duration::from_secs(30)).expect("flush");
-    placed
 }
 
 /// Counts the word, sends `<partition>:<offset>` to `output`, then, while `failing` is on,
@@ -490,5 +465,29 @@ fn dead_letters_are_committed_once_under_exactly_once() {
             vec!["\"not a number\"".to_owned()],
             "{threads} thread(s): the committed dead letters"
         );
+    }
+}
+
+/// Failing records rolled back alone under `exactly_once_v2` on two threads: see
+/// [`failing_records_cost_only_themselves`].
+#[test]
+fn failing_records_cost_only_themselves_under_exactly_once() {
+    failing_records_cost_only_themselves(ProcessingGuarantee::ExactlyOnceV2, 2, 0);
+}
+
+/// Failing records rolled back alone under `at_least_once` on two threads.
+#[test]
+fn failing_records_cost_only_themselves_under_at_least_once() {
+    failing_records_cost_only_themselves(ProcessingGuarantee::AtLeastOnce, 2, 0);
+}
+
+/// Failing records rolled back alone under both guarantees on one thread, driven by `poll`.
+#[test]
+fn failing_records_cost_only_themselves_when_polled() {
+    for guarantee in [
+        ProcessingGuarantee::ExactlyOnceV2,
+        ProcessingGuarantee::AtLeastOnce,
+    ] {
+        failing_records_cost_only_themselves(guarantee, 1, 0);
     }
 }

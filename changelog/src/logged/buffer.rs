@@ -1,7 +1,7 @@
 //! The write buffer of a [`LoggedStore`](super::LoggedStore): the writes since the last commit.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
 use store_api::BatchOp;
@@ -26,6 +26,67 @@ pub(super) struct WriteBuffer {
     active: Entries,
     active_bytes: usize,
     committing: Option<Arc<Frozen>>,
+    /// What undoes the writes since the last [`savepoint`](Self::savepoint), while one is set.
+    savepoint: Option<Savepoint>,
+}
+
+/// The state of `active` at a savepoint, as an undo log of the writes made since: each write
+/// records what it replaced, so rolling back replays the log backwards. The log and the bytes
+/// it copies live in buffers kept across savepoints, so a savepoint per unit of work (a
+/// record) allocates nothing once they have grown to the largest unit.
+#[derive(Debug, Default)]
+struct Savepoint {
+    /// A commit took the writes since: they can no longer be undone here.
+    lost: bool,
+    active_bytes: usize,
+    undo: Vec<Undo>,
+    /// The keys and replaced values the undo log names, one after the other.
+    bytes: Vec<u8>,
+}
+
+/// One write of the undo log: its key and what `active` held for it before.
+#[derive(Debug)]
+struct Undo {
+    key: Range<usize>,
+    before: Before,
+}
+
+/// What `active` held for a key before a write.
+#[derive(Debug)]
+enum Before {
+    /// Nothing: the key was read from the commit in flight or the store.
+    Absent,
+    /// A buffered delete.
+    Deleted,
+    /// A buffered put of these bytes.
+    Put(Range<usize>),
+}
+
+impl Savepoint {
+    /// Records that a write of `key` replaces `before` in `active`.
+    fn record(&mut self, key: &[u8], before: Option<Option<&[u8]>>) {
+        let key = self.copy(key);
+        let before = match before {
+            None => Before::Absent,
+            Some(None) => Before::Deleted,
+            Some(Some(value)) => Before::Put(self.copy(value)),
+        };
+        self.undo.push(Undo { key, before });
+    }
+
+    fn copy(&mut self, bytes: &[u8]) -> Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        start..self.bytes.len()
+    }
+
+    /// Starts again at `active_bytes`, keeping the buffers' capacity.
+    fn reset(&mut self, active_bytes: usize) {
+        self.lost = false;
+        self.active_bytes = active_bytes;
+        self.undo.clear();
+        self.bytes.clear();
+    }
 }
 
 impl WriteBuffer {
@@ -42,6 +103,9 @@ impl WriteBuffer {
 
     /// Buffers a put (`Some`) or a delete (`None`) of `key`, replacing any buffered write.
     pub(super) fn insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if let Some(savepoint) = self.savepoint.as_mut().filter(|s| !s.lost) {
+            savepoint.record(&key, self.active.get(&key).map(Option::as_deref));
+        }
         let key_len = key.len();
         self.active_bytes += entry_bytes(key_len, value.as_deref());
         if let Some(old) = self.active.insert(key, value) {
@@ -55,7 +119,11 @@ impl WriteBuffer {
     /// only a key new to the buffer is copied (and the map searched a second time).
     pub(super) fn insert_copy(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.active_bytes += entry_bytes(key.len(), value);
-        let Some(slot) = self.active.get_mut(key) else {
+        let slot = self.active.get_mut(key);
+        if let Some(savepoint) = self.savepoint.as_mut().filter(|s| !s.lost) {
+            savepoint.record(key, slot.as_ref().map(|slot| slot.as_deref()));
+        }
+        let Some(slot) = slot else {
             self.active.insert(key.to_vec(), value.map(<[u8]>::to_vec));
             return;
         };
@@ -67,6 +135,46 @@ impl WriteBuffer {
             }
             (slot, value) => *slot = value.map(<[u8]>::to_vec),
         }
+    }
+
+    /// Sets a savepoint here, replacing any set before: [`roll_back`](Self::roll_back) then
+    /// undoes the writes made after it. A commit (a [`freeze`](Self::freeze)) removes it.
+    pub(super) fn savepoint(&mut self) {
+        let active_bytes = self.active_bytes;
+        self.savepoint
+            .get_or_insert_with(Savepoint::default)
+            .reset(active_bytes);
+    }
+
+    /// Undoes every write made since the savepoint, which stays set there. Returns whether
+    /// there was one to undo, `None` when no savepoint is set (none was, or a commit removed
+    /// it, and the writes since may be in the store).
+    pub(super) fn roll_back(&mut self) -> Option<bool> {
+        let mut savepoint = self.savepoint.take()?;
+        if savepoint.lost {
+            self.savepoint = Some(savepoint);
+            return None;
+        }
+        let undone = !savepoint.undo.is_empty();
+        for Undo { key, before } in savepoint.undo.drain(..).rev() {
+            let key = &savepoint.bytes[key];
+            match before {
+                Before::Absent => {
+                    self.active.remove(key);
+                }
+                Before::Deleted => {
+                    self.active.insert(key.to_vec(), None);
+                }
+                Before::Put(value) => {
+                    let value = savepoint.bytes[value].to_vec();
+                    self.active.insert(key.to_vec(), Some(value));
+                }
+            }
+        }
+        self.active_bytes = savepoint.active_bytes;
+        savepoint.bytes.clear();
+        self.savepoint = Some(savepoint);
+        Some(undone)
     }
 
     /// The bytes charged by the writes not yet handed to a commit.
@@ -98,6 +206,11 @@ impl WriteBuffer {
             .collect();
         let frozen = Arc::new(frozen);
         self.active_bytes = 0;
+        // The writes the savepoint would undo are leaving the buffer.
+        if let Some(savepoint) = &mut self.savepoint {
+            savepoint.reset(0);
+            savepoint.lost = true;
+        }
         self.committing = Some(Arc::clone(&frozen));
         Some(frozen)
     }
@@ -224,6 +337,47 @@ mod tests {
         assert_eq!(buffer.lookup(b"b"), Some(Some(&b"1"[..])));
         assert!(buffer.committing.is_none());
         assert_eq!(buffer.active.len(), 2);
+    }
+
+    #[test]
+    fn rolling_back_undoes_every_write_since_the_savepoint() {
+        let mut buffer = WriteBuffer::default();
+        buffer.insert(b"kept".to_vec(), Some(b"1".to_vec()));
+        buffer.insert(b"deleted".to_vec(), None);
+        buffer.insert(b"frozen".to_vec(), Some(b"old".to_vec()));
+        let _frozen = buffer.freeze();
+        buffer.insert_copy(b"kept", Some(b"2"));
+        buffer.insert(b"deleted".to_vec(), None);
+        let before = (buffer.active.clone(), buffer.active_bytes());
+        buffer.savepoint();
+        buffer.insert_copy(b"kept", Some(b"3"));
+        buffer.insert_copy(b"kept", Some(b"a longer value"));
+        buffer.insert_copy(b"deleted", Some(b"back"));
+        buffer.insert(b"frozen".to_vec(), None);
+        buffer.insert_copy(b"new", Some(b"x"));
+        buffer.insert(b"new".to_vec(), None);
+        assert_eq!(buffer.roll_back(), Some(true));
+        assert_eq!((buffer.active.clone(), buffer.active_bytes()), before);
+        assert_eq!(buffer.lookup(b"frozen"), Some(Some(&b"old"[..])));
+        assert_eq!(buffer.lookup(b"new"), None);
+        // The savepoint stays where it was; with nothing written since, nothing is undone.
+        assert_eq!(buffer.roll_back(), Some(false));
+        buffer.insert_copy(b"kept", Some(b"4"));
+        buffer.savepoint();
+        assert_eq!(buffer.roll_back(), Some(false));
+        assert_eq!(buffer.lookup(b"kept"), Some(Some(&b"4"[..])));
+    }
+
+    #[test]
+    fn a_commit_removes_the_savepoint() {
+        let mut buffer = WriteBuffer::default();
+        assert_eq!(buffer.roll_back(), None, "no savepoint set");
+        buffer.savepoint();
+        buffer.insert_copy(b"a", Some(b"1"));
+        let _frozen = buffer.freeze();
+        buffer.insert_copy(b"b", Some(b"1"));
+        assert_eq!(buffer.roll_back(), None, "the commit took the write of a");
+        assert_eq!(buffer.lookup(b"b"), Some(Some(&b"1"[..])));
     }
 
     #[test]

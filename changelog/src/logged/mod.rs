@@ -922,6 +922,38 @@ impl LoggedStore {
         Ok(stale)
     }
 
+    /// Sets a savepoint in the write buffer, replacing the one set before:
+    /// [`roll_back_to_savepoint`](LoggedStore::roll_back_to_savepoint) then undoes the writes
+    /// made after it, and nothing else. For an owner that wraps each unit of work (a record)
+    /// in a savepoint, so that one failing unit is undone alone, without going back to the
+    /// last commit. Until the next commit each write also records what it replaced in the
+    /// buffer, in buffers reused from one savepoint to the next; a commit removes the
+    /// savepoint.
+    pub fn savepoint(&self) {
+        self.buffer.write().savepoint();
+    }
+
+    /// Undoes every write made since the last [`savepoint`](LoggedStore::savepoint): reads
+    /// see the buffer as it was then. The savepoint stays set. Returns whether anything was
+    /// undone.
+    ///
+    /// # Errors
+    /// `Closed`; `InvalidArgument` when no savepoint is set, or a commit came after it (the
+    /// writes between may already be in the log and the store): only
+    /// [`discard_uncommitted`](LoggedStore::discard_uncommitted), back to the last commit,
+    /// is left.
+    pub fn roll_back_to_savepoint(&self) -> Result<bool> {
+        self.check_open()?;
+        self.buffer.write().roll_back().ok_or_else(|| {
+            Error::invalid(format!(
+                "changelog {}/{}: no savepoint to roll back to (none was set, or a commit \
+                 came after it)",
+                self.log.topic(),
+                self.log.partition()
+            ))
+        })
+    }
+
     /// Drops every write buffered since the last commit, leaving the store open: reads see the
     /// last committed state again. For an owner that wrote part of a unit of work it then
     /// gave up (a record whose processing failed half-way) and goes on from its last commit.

@@ -295,11 +295,19 @@ impl Application {
             }
             let mut first_error = None;
             for failure in failures {
-                // A rewound task's records come again from the consumer; a failed one's
-                // wait for its rewind or its close.
-                pending.remove(&failure.task.partition);
-                if let Err(err) = self.handle_failure(failure) {
-                    first_error = first_error.or(Some(err));
+                // A task that goes on past its failed record takes the rest of its records
+                // in the next round; a rewound task's come again from the consumer; a failed
+                // one's wait for its close.
+                let partition = failure.task.partition;
+                match self.handle_failure(failure) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        pending.remove(&partition);
+                    }
+                    Err(err) => {
+                        pending.remove(&partition);
+                        first_error = first_error.or(Some(err));
+                    }
                 }
             }
             self.send_outputs()?;
@@ -309,9 +317,17 @@ impl Application {
             if pending.is_empty() {
                 break;
             }
-            // A task stopped at a full buffer, with records of the batch left.
-            commit_tasks(&self.consumer, &self.shared)?;
-            self.last_commit = Instant::now();
+            let full = self
+                .shared
+                .tasks
+                .lock()
+                .values()
+                .any(|task| !task.is_poisoned() && task.needs_commit());
+            if full {
+                // A task stopped at a full buffer, with records of the batch left.
+                commit_tasks(&self.consumer, &self.shared)?;
+                self.last_commit = Instant::now();
+            }
         }
         drop(batch);
         let full = self
@@ -548,7 +564,8 @@ fn run_spread<P: Processor + Send>(work: Vec<Work<'_, '_, P>>, threads: usize) -
 
 /// Processes each task's records in order with its processor, up to the first record after
 /// which a store of the task needs a commit, then (when due) its wall-clock punctuators. A
-/// task whose processor fails stops there; the others go on.
+/// task whose processor fails stops there, its records after the failed one left for the
+/// next round; the others go on.
 fn run_work<P: Processor>(work: Vec<Work<'_, '_, P>>) -> Done {
     let started = Instant::now();
     let mut done = Done::default();

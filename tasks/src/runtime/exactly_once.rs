@@ -23,10 +23,16 @@
 //!    transaction commits;
 //! 4. only then does each task write its stores and checkpoint.
 //!
-//! A failure anywhere aborts the transaction: every task is closed without committing and
-//! opened again, from its local files (which hold its last committed state: nothing of the
-//! aborted transaction reached them) and the records that committed transactions added to
-//! its changelogs. Nothing is wiped.
+//! A failure anywhere in a commit or of the producer aborts the transaction: every task is
+//! closed without committing and opened again, from its local files (which hold its last
+//! committed state: nothing of the aborted transaction reached them) and the records that
+//! committed transactions added to its changelogs. Nothing is wiped.
+//!
+//! A failing record does not abort it: its call is rolled back alone (its store writes and its
+//! outputs never reach the producer), so a skip or a dead letter goes in the same transaction
+//! as the records around it. Only a failure answered by going back to the task's last commit
+//! ([`abort_after_rewind`]: `replace_thread`, or a call that could not be rolled back) aborts
+//! it, counted in [`FAILURE_ABORTS_TOTAL`](crate::metrics::FAILURE_ABORTS_TOTAL).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -194,7 +200,9 @@ fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) ->
 /// consumer rejoins the group, which assigns tasks anew.
 pub(crate) fn lose_all_and_rejoin(consumer: &BaseConsumer<GroupContext>, shared: &Shared) {
     let tasks = std::mem::take(&mut *shared.tasks.lock());
-    for (partition, task) in tasks {
+    for (partition, mut task) in tasks {
+        // Should the group give the task back to this member, it is not asked again either.
+        shared.keep_skips(partition, &mut task);
         task.abandon();
         shared.event(partition, TaskEventKind::Lost);
     }

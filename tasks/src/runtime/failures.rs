@@ -1,6 +1,6 @@
 //! What the processing loop does with a failure of user code: asks the error handler, sends
-//! the dead letter, takes the task back to its last commit, or stops (see the `handlers`
-//! module for the contract).
+//! the dead letter, lets the task go on past the failed call (rolled back alone), or takes
+//! the task back to its last commit, or stops (see the `handlers` module for the contract).
 
 use rdkafka::Offset;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -12,11 +12,24 @@ use crate::runtime::handlers::{ErrorHandler, Failure, dead_letter_headers, decid
 use crate::runtime::outputs::OutputRecord;
 use crate::runtime::shared::{GroupContext, Shared, partition_id, still_assigned};
 
-/// Answers `failure` with `handler`'s action: a skip or a `replace_thread` rewinds the failed
-/// task to its last commit and seeks its input partitions back there; otherwise the
-/// failure's error is returned, and the task stays poisoned. Returns the dead letter to send,
-/// which the caller queues once the rewind's abort (under exactly-once) is done, so that it
-/// goes in the transaction that commits the skip.
+/// How a failure was answered, for the processing loop.
+#[derive(Debug, Default)]
+pub(crate) struct Handled {
+    /// The dead letter to queue now, after the outputs of the records before the failed one.
+    pub dead_letter: Option<OutputRecord>,
+    /// The task went back to its last commit, and its input partitions were sought back
+    /// there: the records of the batch after the failed one come again. Under exactly-once
+    /// the open transaction must be aborted.
+    pub rewound: bool,
+}
+
+/// Answers `failure` with `handler`'s action. A skip (`Continue`, `DeadLetter`) of a call
+/// that was rolled back alone lets the task go on: it passes the failed record and the dead
+/// letter is returned, to be queued at once, in the transaction (or before the commit) that
+/// moves the position past the record. A skip of a call that could not be rolled back, and
+/// a `replace_thread`, rewind the failed task to its last commit and seek its input
+/// partitions back there; the dead letter then goes out when the task passes the record
+/// again. Otherwise the failure's error is returned, and the task stays poisoned.
 ///
 /// # Errors
 /// The failure's error under `shutdown_client`; an error of the rewind or of a seek.
@@ -25,7 +38,7 @@ pub(crate) fn handle(
     shared: &Shared,
     handler: &dyn ErrorHandler,
     failure: Failure,
-) -> Result<Option<OutputRecord>> {
+) -> Result<Handled> {
     let action = decide(handler, &failure);
     let partition = failure.task.partition;
     let offset = failure.record.as_ref().map(|record| record.offset);
@@ -38,43 +51,16 @@ pub(crate) fn handle(
         ?action,
         "the processor failed"
     );
-    let mut dead_letter = None;
-    let skip = match action {
+    let (skip, dead_letter) = match action {
         ErrorAction::Fail => match shared.config.uncaught_error {
             UncaughtErrorPolicy::ShutdownClient => {
                 count(shared, partition, |metrics| metrics.failures.increment(1));
                 return Err(failure.into_error());
             }
-            UncaughtErrorPolicy::ReplaceThread => None,
+            UncaughtErrorPolicy::ReplaceThread => (None, None),
         },
-        ErrorAction::Continue | ErrorAction::DeadLetter => {
-            let record = failure.record.as_ref().zip(failure.topic_index);
-            if action == ErrorAction::DeadLetter && shared.config.dead_letter_topic.is_none() {
-                tracing::warn!(
-                    task = %failure.task,
-                    "no dead_letter_topic is configured: the record is skipped without a dead letter"
-                );
-            }
-            if action == ErrorAction::DeadLetter
-                && let (Some((record, _)), Some(topic)) = (record, &shared.config.dead_letter_topic)
-            {
-                let mut letter = OutputRecord::new(topic.clone());
-                if let Some(key) = &record.key {
-                    letter = letter.key(key);
-                }
-                if let Some(value) = &record.value {
-                    letter = letter.value(value);
-                }
-                for (name, value) in dead_letter_headers(record, &failure) {
-                    letter = letter.header(&name, value.as_deref());
-                }
-                dead_letter = Some(letter);
-                count(shared, partition, |metrics| {
-                    metrics.dead_letters.increment(1)
-                });
-            }
-            record.map(|(record, topic)| (topic, record.offset))
-        }
+        ErrorAction::Continue => (skipped(&failure), None),
+        ErrorAction::DeadLetter => (skipped(&failure), dead_letter_of(shared, &failure)),
     };
     count(shared, partition, |metrics| {
         metrics.failures.increment(1);
@@ -82,8 +68,65 @@ pub(crate) fn handle(
             metrics.skipped.increment(1);
         }
     });
-    rewind(consumer, shared, partition, skip)?;
-    Ok(dead_letter)
+    let goes_on = action != ErrorAction::Fail && {
+        let mut tasks = shared.tasks.lock();
+        // A task revoked meanwhile needs nothing.
+        tasks.get_mut(&partition).is_none_or(|task| {
+            task.go_on_after_failure(skip.map(|skip| (skip, dead_letter.clone())))
+        })
+    };
+    if goes_on {
+        return Ok(Handled {
+            dead_letter,
+            rewound: false,
+        });
+    }
+    count(shared, partition, |metrics| {
+        metrics.failure_aborts.increment(1)
+    });
+    rewind(
+        consumer,
+        shared,
+        partition,
+        skip.map(|skip| (skip, dead_letter)),
+    )?;
+    Ok(Handled {
+        dead_letter: None,
+        rewound: true,
+    })
+}
+
+/// The (topic index, offset) of the record `failure` skips, if it failed on one.
+fn skipped(failure: &Failure) -> Option<(usize, u64)> {
+    let record = failure.record.as_ref()?;
+    Some((failure.topic_index?, record.offset))
+}
+
+/// The dead letter of the record `failure` failed on: its key, value and headers, with the
+/// error's headers, to `dead_letter_topic`; none without a record or a topic.
+fn dead_letter_of(shared: &Shared, failure: &Failure) -> Option<OutputRecord> {
+    let Some(topic) = &shared.config.dead_letter_topic else {
+        tracing::warn!(
+            task = %failure.task,
+            "no dead_letter_topic is configured: the record is skipped without a dead letter"
+        );
+        return None;
+    };
+    let record = failure.record.as_ref()?;
+    let mut letter = OutputRecord::new(topic.clone());
+    if let Some(key) = &record.key {
+        letter = letter.key(key);
+    }
+    if let Some(value) = &record.value {
+        letter = letter.value(value);
+    }
+    for (name, value) in dead_letter_headers(record, failure) {
+        letter = letter.header(&name, value.as_deref());
+    }
+    count(shared, failure.task.partition, |metrics| {
+        metrics.dead_letters.increment(1);
+    });
+    Some(letter)
 }
 
 fn count(
@@ -97,22 +140,23 @@ fn count(
 }
 
 /// Takes task `partition` back to its last commit, marks `skip` (topic index, offset) to be
-/// passed over, and seeks its input partitions to the commit's offsets, so that the records
-/// since come again. A task revoked meanwhile needs nothing.
+/// passed over (sending its dead letter then), and seeks its input partitions to the commit's
+/// offsets, so that the records since come again. A task revoked meanwhile needs nothing.
 fn rewind(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Shared,
     partition: u32,
-    skip: Option<(usize, u64)>,
+    skip: Option<((usize, u64), Option<OutputRecord>)>,
 ) -> Result<()> {
     let mut tasks = shared.tasks.lock();
     let Some(task) = tasks.get_mut(&partition) else {
         return Ok(());
     };
     task.rewind()?;
-    if let Some((topic, offset)) = skip {
-        task.skip(topic, offset);
-    }
+    let skip = skip.map(|((topic, offset), letter)| {
+        task.skip(topic, offset, letter);
+        (topic, offset)
+    });
     for (topic, input) in shared.inputs.iter().enumerate() {
         let offset = match task.next_offset(topic) {
             Some(next) => Offset::Offset(i64::try_from(next).map_err(|_| {

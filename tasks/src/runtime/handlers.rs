@@ -4,20 +4,40 @@
 //!
 //! A processor's `process` or `punctuate` that returns an error or panics fails its task at
 //! that record: nothing the call wrote is committed, and the outputs it sent are dropped. The
-//! handler then answers, for that one record:
+//! call is rolled back alone at once: each store of the task drops the writes of that call,
+//! and only those (a savepoint per call in a logged store's write buffer), and a store of
+//! another kind than key-value that the call changed is opened again over what it holds then.
+//! The handler then answers, for that one record:
 //! - [`ErrorAction::Fail`]: the failure goes to the [`UncaughtErrorPolicy`](crate::UncaughtErrorPolicy);
-//! - [`ErrorAction::Continue`]: the record is skipped: the task goes back to its last commit
-//!   (every store drops what it buffered since), processes the records after that commit
-//!   again, passes over the failed record without calling the processor, and its next commit
-//!   moves the position past it, so the record is never processed again and counts nowhere;
+//! - [`ErrorAction::Continue`]: the record is skipped: the task moves its position past it and
+//!   goes on with the next record, so the record is never processed again and counts
+//!   nowhere. Nothing else goes back: no other record of the task or of another task is
+//!   processed again, and under `exactly_once_v2` the open transaction goes on;
 //! - [`ErrorAction::DeadLetter`]: as `Continue`, and the record goes to
-//!   [`dead_letter_topic`](crate::TasksConfig::dead_letter_topic) first, with the error in
-//!   its headers ([`DEAD_LETTER_HEADERS`]); the skip commits only once the dead letter is
-//!   acknowledged, as any output.
+//!   [`dead_letter_topic`](crate::TasksConfig::dead_letter_topic), with the error in its
+//!   headers ([`DEAD_LETTER_HEADERS`]), queued after the outputs of the records before it: it
+//!   goes in the transaction (or, under `at_least_once`, is acknowledged before the commit)
+//!   that moves the position past the record.
 //!
-//! The records processed again after a skip send their outputs again (outputs are at least
-//! once). A store with logging off keeps what the failed call and those records wrote: it has
-//! no commit to go back to.
+//! The handler is asked once per failing record. A skipped record is remembered until a commit
+//! moves the task's position past it: should the task go back to its last commit before that
+//! (a timeout of the outputs or of a commit, an aborted transaction), even as a copy opened
+//! again on this instance, the record is passed over without the processor or the handler,
+//! and its dead letter is sent again with the pass (under `exactly_once_v2` the first one was
+//! in the aborted transaction).
+//!
+//! Where a call cannot be rolled back alone (a commit came in the middle of it, which a task's
+//! stores never do by themselves), and under `replace_thread`, the task goes back to its last
+//! commit instead: every logged store drops what it buffered since, the records since are
+//! processed again and send their outputs again (outputs are at least once), and under
+//! `exactly_once_v2` the open transaction is aborted, which sends every task of the instance
+//! back to its last commit. Each such failure is counted in
+//! [`FAILURE_ABORTS_TOTAL`](crate::metrics::FAILURE_ABORTS_TOTAL). An error of the producer
+//! or of a commit still aborts the transaction under `exactly_once_v2`, whatever the records
+//! did: it is not a failure of user code, and is not counted there. A store with logging off
+//! is rolled back alone too (each write of a call first reads the value it replaces, one read
+//! per write of such a store), but a rewind leaves it as it is: it has no commit to go back
+//! to.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -1,6 +1,10 @@
 //! Calls of user code on a task's behalf: a record, `init`, the punctuators. Each call runs
 //! behind `catch_unwind` (see the `handlers` module): a call that fails or panics leaves its
-//! task poisoned (never committed until rewound) and drops the outputs it sent.
+//! task poisoned (never committed until the failure is answered) and drops the outputs it
+//! sent. A failed `process` or `punctuate` is rolled back at once: every logged store of
+//! the task drops the writes of that call alone ([`Task::roll_back_call`]), so that the
+//! handler's `Continue` or `DeadLetter` lets the task go on from there, without going back to
+//! its last commit.
 
 use rdkafka::message::{BorrowedMessage, Message};
 use store_api::Error;
@@ -73,9 +77,10 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
 }
 
 /// [`process_message`] for a record of `task` found at `(partition, topic, offset)`. A call
-/// of the processor that fails or panics leaves the task poisoned, and drops the outputs it
-/// sent; a poisoned task processes nothing until it is rewound. A record the error handler
-/// said to skip is passed over.
+/// of the processor that fails or panics leaves the task poisoned and rolled back to where
+/// the call began, and drops the outputs it sent; a poisoned task processes nothing until the
+/// failure is answered. A record the error handler said to skip is passed over, its dead
+/// letter (if any) sent as it is.
 pub(crate) fn process_record<P: Processor + ?Sized>(
     task: &mut Task,
     (partition, topic, offset): (u32, usize, u64),
@@ -87,22 +92,26 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
         return Ok((false, false));
     }
     init_task(task, outputs, processor)?;
-    if task.skips(topic, offset) {
+    if let Some(letter) = task.skips(topic, offset).cloned() {
+        // The letter goes with the pass: in the transaction (or before the commit) that moves
+        // the position past the record.
+        outputs.extend(letter.clone());
         task.pass(topic, offset);
         return Ok((false, task.needs_commit()));
     }
     task.replay_record(topic, offset);
+    let sent = outputs.len();
+    task.begin_call();
     if let Some(timestamp) = message.timestamp().to_millis() {
         task.advance_stream_time(timestamp);
     }
-    let sent = outputs.len();
-    task.begin_call();
     let mut context =
         ProcessorContext::new(TaskContext::new(task, outputs), message, offset, partition);
     let called = guarded(|| processor.process(&mut context));
     let undecodable = context.undecodable();
     if let Err(failed) = called {
         outputs.truncate(sent);
+        roll_back(task);
         let stage = if undecodable {
             FailureStage::Deserialization
         } else {
@@ -118,6 +127,14 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
         punctuate(task, outputs, processor, PunctuationType::StreamTime, now)?;
     }
     Ok((true, task.needs_commit()))
+}
+
+/// Rolls back the failed call of `task`'s processor ([`Task::roll_back_call`]). A task that
+/// cannot roll back stays poisoned: the failure's answer then rewinds it.
+fn roll_back(task: &mut Task) {
+    if let Err(err) = task.roll_back_call() {
+        tracing::warn!(task = %task.id, %err, "a failed call cannot be rolled back alone");
+    }
 }
 
 /// Calls `processor.init` for a task that has not started processing here yet (or whose
@@ -177,6 +194,7 @@ pub(crate) fn punctuate<P: Processor + ?Sized>(
         task.mark_punctuated();
         if let Err(failed) = called {
             outputs.truncate(sent);
+            roll_back(task);
             return Err(failure(task, FailureStage::Punctuation, None, failed));
         }
         task.finish_call();

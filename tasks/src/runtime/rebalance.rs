@@ -89,10 +89,11 @@ impl Shared {
         {
             let mut tasks = self.tasks.lock();
             for &partition in partitions {
-                let Some(task) = tasks.remove(&partition) else {
+                let Some(mut task) = tasks.remove(&partition) else {
                     continue;
                 };
                 tracing::warn!(task = %task.id, "task closed without committing, to open again");
+                self.keep_skips(partition, &mut task);
                 task.abandon();
                 self.event(partition, TaskEventKind::Lost);
                 for input in &self.inputs {

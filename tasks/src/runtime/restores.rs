@@ -196,6 +196,9 @@ impl Shared {
                     resumed: task.resumed(),
                 },
             );
+            if let Some(skips) = self.decided.lock().remove(&partition) {
+                task.remember_skips(skips);
+            }
             self.tasks.lock().insert(partition, task);
         }
     }

@@ -74,9 +74,21 @@ pub(crate) struct Shared {
     /// The group consumer's last connection failure, as librdkafka logged it (the poll
     /// returns only its code).
     pub connection: WatchedContext,
+    /// The skips decided for tasks closed without committing, by partition, for the copy of
+    /// the task opened next here: its error handler is not asked again about a record it
+    /// answered (see [`Task::take_skips`]).
+    pub decided: Mutex<BTreeMap<u32, crate::state::task::Skips>>,
 }
 
 impl Shared {
+    /// Keeps the skips of `task`, closed without committing, for its next copy here.
+    pub(crate) fn keep_skips(&self, partition: u32, task: &mut Task) {
+        let skips = task.take_skips();
+        if !skips.is_empty() {
+            self.decided.lock().insert(partition, skips);
+        }
+    }
+
     /// Hands the processors' outputs to the producer.
     pub(crate) fn send_outputs(&self) -> Result<()> {
         self.outputs.lock().send(&self.clients)

@@ -114,6 +114,16 @@ pub struct TaskKv {
     pub(crate) backing: Backing,
     /// The record being processed is already part of this store's committed content.
     replaying: AtomicBool,
+    /// What undoes the writes since the savepoint of a store with logging off, whose writes
+    /// go to the engine at once (a logged store keeps its savepoint in its write buffer).
+    local_undo: parking_lot::Mutex<LocalUndo>,
+}
+
+/// The values a local store held before the writes since its savepoint, oldest first.
+#[derive(Debug, Default)]
+struct LocalUndo {
+    set: bool,
+    before: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl TaskKv {
@@ -122,7 +132,61 @@ impl TaskKv {
             name,
             backing,
             replaying: AtomicBool::new(false),
+            local_undo: parking_lot::Mutex::new(LocalUndo::default()),
         }
+    }
+
+    /// Sets a savepoint, replacing the one before: [`roll_back`](TaskKv::roll_back) undoes
+    /// the writes after it. A logged store's is in its write buffer; a store with logging off
+    /// reads, before each write, the value it replaces.
+    pub(crate) fn savepoint(&self) {
+        match &self.backing {
+            Backing::Logged(store) => store.savepoint(),
+            Backing::Local(_) => {
+                let mut undo = self.local_undo.lock();
+                undo.set = true;
+                undo.before.clear();
+            }
+        }
+    }
+
+    /// Undoes the writes since the [`savepoint`](TaskKv::savepoint), which stays set. Returns
+    /// whether there were any.
+    ///
+    /// # Errors
+    /// A logged store without a savepoint (a commit came after it), or a write of the local
+    /// store that fails.
+    pub(crate) fn roll_back(&self) -> Result<bool> {
+        let store = match &self.backing {
+            Backing::Logged(store) => return store.roll_back_to_savepoint(),
+            Backing::Local(store) => store,
+        };
+        let before = std::mem::take(&mut self.local_undo.lock().before);
+        let undone = !before.is_empty();
+        for (key, value) in before.into_iter().rev() {
+            match value {
+                Some(value) => store.put(&key, &value)?,
+                None => store.delete(&key)?,
+            }
+        }
+        Ok(undone)
+    }
+
+    /// Before `keys` are written to a local store under a savepoint: keeps the values they
+    /// replace.
+    fn remember<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<()> {
+        let Backing::Local(store) = &self.backing else {
+            return Ok(());
+        };
+        let mut undo = self.local_undo.lock();
+        if !undo.set {
+            return Ok(());
+        }
+        for key in keys {
+            let value = store.get(key)?;
+            undo.before.push((key.to_vec(), value));
+        }
+        Ok(())
     }
 
     pub(crate) fn set_replaying(&self, replaying: bool) {
@@ -166,6 +230,7 @@ impl KeyValueStore for TaskKv {
         if self.replaying() {
             return Ok(());
         }
+        self.remember([key])?;
         self.backing.store().put(key, value)
     }
 
@@ -174,6 +239,7 @@ impl KeyValueStore for TaskKv {
         if self.replaying() {
             return self.backing.store().get(key);
         }
+        self.remember([key])?;
         self.backing.store().put_if_absent(key, value)
     }
 
@@ -182,6 +248,7 @@ impl KeyValueStore for TaskKv {
         if self.replaying() {
             return Ok(());
         }
+        self.remember([key])?;
         self.backing.store().delete(key)
     }
 
@@ -192,6 +259,7 @@ impl KeyValueStore for TaskKv {
         if self.replaying() {
             return Ok(());
         }
+        self.remember(batch.ops().iter().map(BatchOp::key))?;
         self.backing.store().write(batch)
     }
 
@@ -202,6 +270,7 @@ impl KeyValueStore for TaskKv {
         if self.replaying() {
             return Ok(());
         }
+        self.remember(ops.iter().map(BatchOp::key))?;
         self.backing.store().write_ops(ops)
     }
 

@@ -25,6 +25,12 @@ pub const DEAD_LETTER_RECORDS_TOTAL: &str = "statestore_task_dead_letter_records
 /// whatever the handler answered (a counter).
 pub const PROCESSOR_FAILURES_TOTAL: &str = "statestore_task_processor_failures_total";
 
+/// Failures that took the task back to its last commit, rather than rolling back the failed
+/// call alone: a `replace_thread` answer, or a call that could not be rolled back. Under
+/// `exactly_once_v2` each also aborts the open transaction, which sends every task of the
+/// instance back to its last commit (a counter).
+pub const FAILURE_ABORTS_TOTAL: &str = "statestore_task_failure_aborts_total";
+
 /// How long a call of one of the task's punctuators took, in seconds (a histogram).
 pub const PUNCTUATE_SECONDS: &str = "statestore_task_punctuate_seconds";
 
@@ -37,6 +43,7 @@ pub(crate) struct TaskMetrics {
     pub skipped: Counter,
     pub dead_letters: Counter,
     pub failures: Counter,
+    pub failure_aborts: Counter,
     labels: [(&'static str, String); 2],
 }
 
@@ -54,6 +61,7 @@ impl TaskMetrics {
             skipped: metrics::counter!(SKIPPED_RECORDS_TOTAL, &labels),
             dead_letters: metrics::counter!(DEAD_LETTER_RECORDS_TOTAL, &labels),
             failures: metrics::counter!(PROCESSOR_FAILURES_TOTAL, &labels),
+            failure_aborts: metrics::counter!(FAILURE_ABORTS_TOTAL, &labels),
             labels,
         }
     }

@@ -44,6 +44,11 @@ use super::position::{POSITION_KEY, decode_task_position, encode_task_position};
 use super::punctuation::Punctuators;
 use super::stores::{OpenStore, StoreView};
 use crate::config::{StoreKind, StoreSpec, TasksConfig};
+use crate::runtime::outputs::OutputRecord;
+
+/// Records an error handler said to skip, by (topic index, offset), each with the dead letter
+/// that goes out whenever the task passes over it (none under `Continue`).
+pub(crate) type Skips = std::collections::BTreeMap<(usize, u64), Option<OutputRecord>>;
 
 /// A store of a task, with the position its content is complete up to.
 pub(crate) struct Slot {
@@ -85,9 +90,9 @@ pub(crate) struct Task {
     /// its last commit, or those it started processing at.
     base_offset: Vec<Option<u64>>,
     base_stream_time: Option<i64>,
-    /// Records an error handler said to skip, by (topic index, offset): passed over without
-    /// the processor when they come again, until a commit moves the position past them.
-    skips: std::collections::BTreeSet<(usize, u64)>,
+    /// Records an error handler said to skip: passed over without the processor when they
+    /// come again, until a commit moves the position past them.
+    skips: Skips,
     /// The processor's punctuators of this task.
     pub punctuators: RefCell<Punctuators>,
     /// The processor's `init` ran for this task.
@@ -97,6 +102,11 @@ pub(crate) struct Task {
     /// A call of the processor is under way or failed: the buffered writes may hold part of
     /// its record, so they are never committed (see [`begin_call`](Task::begin_call)).
     poisoned: bool,
+    /// The failed call was rolled back ([`roll_back_call`](Task::roll_back_call)): the
+    /// buffers hold nothing of it, so the task can go on past it without a rewind.
+    rolled_back: bool,
+    /// The stream time when the call began, which a roll-back restores.
+    call_stream_time: Option<i64>,
     pub metrics: TaskMetrics,
     /// The task was [`resume`](Task::resume)d rather than opened.
     resumed: bool,
@@ -153,12 +163,14 @@ impl Task {
             committed_offset: resume.clone(),
             base_offset: resume,
             base_stream_time: stream_time,
-            skips: std::collections::BTreeSet::new(),
+            skips: Skips::new(),
             stream_time,
             punctuators: RefCell::new(Punctuators::default()),
             initialized: false,
             punctuated: false,
             poisoned: false,
+            rolled_back: false,
+            call_stream_time: stream_time,
             metrics,
             resumed: false,
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -265,9 +277,58 @@ impl Task {
 
     /// Starts a call of user code: until [`finish_call`](Task::finish_call), the task is
     /// poisoned, so a call that fails or panics leaves it uncommittable whatever its caller
-    /// does next.
+    /// does next. Sets a savepoint in every store, which
+    /// [`roll_back_call`](Task::roll_back_call) goes back to.
     pub fn begin_call(&mut self) {
         self.poisoned = true;
+        self.rolled_back = false;
+        self.call_stream_time = self.stream_time;
+        for slot in &self.slots {
+            slot.open.kv.savepoint();
+        }
+    }
+
+    /// Undoes a call of user code that failed, leaving the task poisoned until
+    /// [`go_on_after_failure`](Task::go_on_after_failure) or a [`rewind`](Task::rewind):
+    /// every store drops the writes the call made, and only those (a logged one from its
+    /// write buffer; one with logging off writes back the values the call replaced), and a
+    /// store opened as another kind than key-value whose content the call changed is opened
+    /// again over what it holds now; the stream time goes back to where the call found it.
+    ///
+    /// # Errors
+    /// A store that cannot roll back (no savepoint: a commit came after the call began) or
+    /// reopen its view: only a rewind takes the task back to a state it may commit.
+    pub fn roll_back_call(&mut self) -> Result<()> {
+        for slot in &mut self.slots {
+            let undone = slot.open.kv.roll_back()?;
+            if undone && slot.kind != StoreKind::KeyValue {
+                slot.open.view = StoreView::open(&slot.open.kv, &slot.kind)?;
+            }
+        }
+        self.stream_time = self.call_stream_time;
+        self.rolled_back = true;
+        Ok(())
+    }
+
+    /// After a failed call that was [rolled back](Task::roll_back_call), which the error
+    /// handler answered by going on: the task is no longer poisoned, and with `skip` (the
+    /// failed record's topic index and offset, with its dead letter) it moves past that
+    /// record, remembering the skip until a commit moves the position past it. Returns
+    /// `false`, changing nothing, when the call was not rolled back: only a rewind helps then.
+    pub fn go_on_after_failure(
+        &mut self,
+        skip: Option<((usize, u64), Option<OutputRecord>)>,
+    ) -> bool {
+        if !(self.poisoned && self.rolled_back) {
+            return false;
+        }
+        self.poisoned = false;
+        self.rolled_back = false;
+        if let Some(((topic, offset), letter)) = skip {
+            self.pass(topic, offset);
+            self.skips.insert((topic, offset), letter);
+        }
+        true
     }
 
     /// Ends a call of user code that returned normally.
@@ -295,17 +356,39 @@ impl Task {
         self.stream_time = self.base_stream_time;
         self.punctuated = false;
         self.poisoned = false;
+        self.rolled_back = false;
         Ok(())
     }
 
-    /// Marks the record at `offset` of input `topic` to be passed over when it comes again.
-    pub fn skip(&mut self, topic: usize, offset: u64) {
-        self.skips.insert((topic, offset));
+    /// Marks the record at `offset` of input `topic` to be passed over when it comes again,
+    /// sending `letter` then.
+    pub fn skip(&mut self, topic: usize, offset: u64, letter: Option<OutputRecord>) {
+        self.skips.insert((topic, offset), letter);
     }
 
-    /// Whether the record at `offset` of input `topic` is one to pass over.
-    pub fn skips(&self, topic: usize, offset: u64) -> bool {
-        !self.skips.is_empty() && self.skips.contains(&(topic, offset))
+    /// Whether the record at `offset` of input `topic` is one to pass over, and the dead
+    /// letter to send as it is.
+    pub fn skips(&self, topic: usize, offset: u64) -> Option<&Option<OutputRecord>> {
+        if self.skips.is_empty() {
+            return None;
+        }
+        self.skips.get(&(topic, offset))
+    }
+
+    /// The skips not committed past, for the task opened again after this one is abandoned:
+    /// its handler is not asked again about records it answered.
+    pub fn take_skips(&mut self) -> Skips {
+        std::mem::take(&mut self.skips)
+    }
+
+    /// Takes in the skips a previous copy of this task decided ([`take_skips`](Task::take_skips)),
+    /// but those behind its position, which it will not see again.
+    pub fn remember_skips(&mut self, skips: Skips) {
+        for ((topic, offset), letter) in skips {
+            if topic < self.next_offset.len() && !self.is_behind(topic, offset) {
+                self.skips.insert((topic, offset), letter);
+            }
+        }
     }
 
     /// Moves the stream time up to `timestamp`, if that is later.
@@ -426,7 +509,7 @@ impl Task {
         self.base_stream_time = self.stream_time;
         let next = &self.next_offset;
         self.skips
-            .retain(|&(topic, offset)| next[topic].is_none_or(|next| offset >= next));
+            .retain(|&(topic, offset), _| next[topic].is_none_or(|next| offset >= next));
         self.metrics
             .commit_seconds
             .record(started.elapsed().as_secs_f64());

@@ -26,6 +26,8 @@ use store_api::BatchOp;
 
 pub use statestore_test_support::{announce, kafka_bootstrap as bootstrap};
 
+pub mod failing;
+
 /// A name no other test run has used.
 pub fn unique(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
