@@ -154,6 +154,7 @@ impl Application {
                 config.key_partitioner,
             )),
             restorer: Mutex::new(Restorer::new()),
+            fences_done: parking_lot::Condvar::new(),
             restores_finished: AtomicU64::new(0),
             outputs_lost: AtomicBool::new(false),
             migrated: AtomicBool::new(false),

@@ -45,6 +45,14 @@ struct Instance {
 
 impl Instance {
     fn start(config: TasksConfig) -> Instance {
+        Instance::start_with(config, Box::new(statestore_changelog::NoopRestoreListener))
+    }
+
+    /// [`start`](Instance::start), telling `listener` how each restore goes.
+    fn start_with(
+        config: TasksConfig,
+        listener: Box<dyn statestore_changelog::RestoreListener + Send>,
+    ) -> Instance {
         let stop = Arc::new(AtomicBool::new(false));
         let processed = Arc::new(AtomicU64::new(0));
         let tasks = Arc::new(Mutex::new(Vec::new()));
@@ -53,7 +61,7 @@ impl Instance {
         let standbys2 = standbys.clone();
         let handle = thread::spawn(move || {
             let threaded = config.stream_threads > 1;
-            let mut app = Application::new(config)?;
+            let mut app = Application::with_listener(config, listener)?;
             let mut pool = statestore_tasks::ProcessorPool::new(|_| count_word);
             let mut events = Vec::new();
             while !stop2.load(Ordering::Relaxed) {
@@ -1117,6 +1125,100 @@ fn a_restore_longer_than_max_poll_interval_causes_no_rebalance() {
         .filter(|e| e.kind == TaskEventKind::Revoked)
         .count();
     assert_eq!(revoked, 2 + 4, "{events:?}");
+    assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
+}
+
+/// A restore listener that holds every restore with records to replay until `release` is
+/// set, counting the restores it held.
+struct HeldRestores {
+    release: Arc<AtomicBool>,
+    held: Arc<AtomicU64>,
+}
+
+impl statestore_changelog::RestoreListener for HeldRestores {
+    fn on_start(&mut self, _topic: &str, _partition: u32, start: u64, end: u64) {
+        if end > start {
+            self.held.fetch_add(1, Ordering::Relaxed);
+            let released = wait_until(Duration::from_secs(180), || {
+                self.release.load(Ordering::Relaxed)
+            });
+            assert!(released, "the test never released the restore");
+        }
+    }
+}
+
+/// A restores its four tasks, slowly; B joins meanwhile and takes two of them over, restores
+/// them, fences their changelogs and processes. When A's restores end, A leaves the two it
+/// lost to B: it closes them without fencing their changelogs, so B's tasks are never
+/// fenced, B never drops one, and the counts are exact.
+#[test]
+fn a_task_revoked_while_it_restores_never_fences_its_new_owner() {
+    let Some(bootstrap) = bootstrap("a_task_revoked_while_it_restores_never_fences_its_new_owner")
+    else {
+        return;
+    };
+    let Setup {
+        app,
+        input,
+        dir_a,
+        dir_b,
+        n,
+        mut expected,
+    } = Setup::new(&bootstrap, "tasks-revoked-restore");
+    let config = |dir: &Path| TasksConfig {
+        assignment_strategy: AssignmentStrategy::CooperativeSticky,
+        ..config(&bootstrap, &app, &input, dir)
+    };
+    // Changelogs with something to restore: a first instance counts the first round.
+    let first = Instance::start(config(dir_b.path()));
+    first.wait_processed(n);
+    first.stop();
+    let (release, held) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let listener = HeldRestores {
+        release: release.clone(),
+        held: held.clone(),
+    };
+    let a = Instance::start_with(config(dir_a.path()), Box::new(listener));
+    assert!(
+        wait_until(Duration::from_secs(60), || held.load(Ordering::Relaxed) > 0),
+        "A never restored"
+    );
+    let b = Instance::start(config(dir_b.path()));
+    assert!(
+        wait_until(Duration::from_secs(60), || b.owned() == 2),
+        "B never got two tasks"
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, n..2 * n),
+    );
+    // B processes its half of the second round while A's restores are held.
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            b.processed.load(Ordering::Relaxed) > 0
+        }),
+        "B processed nothing"
+    );
+    release.store(true, Ordering::Relaxed);
+    assert!(
+        wait_until(Duration::from_secs(60), || a.owned() == 2),
+        "A never took in its two tasks"
+    );
+    merge(
+        &mut expected,
+        produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
+    );
+    wait_total(&[a.processed.clone(), b.processed.clone()], 2 * n);
+    let b_events = b.stop();
+    a.stop();
+    let dropped: Vec<_> = b_events
+        .iter()
+        .filter(|e| matches!(e.kind, TaskEventKind::Lost | TaskEventKind::Fenced))
+        .collect();
+    assert!(dropped.is_empty(), "B lost tasks: {b_events:?}");
     assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
 }
 

@@ -41,12 +41,18 @@ struct Names {
 
 impl Names {
     fn create(bootstrap: &str, prefix: &str) -> Names {
+        Names::create_replicated(bootstrap, prefix, 1)
+    }
+
+    /// [`create`](Names::create) with input and changelog topics of `replicas` replicas (the
+    /// output topic takes the brokers' default).
+    fn create_replicated(bootstrap: &str, prefix: &str, replicas: i32) -> Names {
         let names = Names {
             topic: unique(&format!("{prefix}-words")),
             app: unique(prefix),
             output: unique(&format!("{prefix}-out")),
         };
-        create_topics(bootstrap, &names.topic, &names.app, 1);
+        create_topics(bootstrap, &names.topic, &names.app, replicas);
         statestore_tasks::create_topic(bootstrap, &names.output, PARTITIONS).expect("output");
         names
     }
@@ -452,6 +458,91 @@ fn an_aborted_transaction_leaves_the_stores_at_their_last_commit() {
 }
 
 /// Sends `signal` (`STOP` or `CONT`) to `instance`.
+/// The nodes coordinating the transactions of `app`'s instances, from Apache Kafka's own tool.
+fn coordinators(bootstrap: &str, app: &str) -> Vec<usize> {
+    let out = Command::new("java")
+        .args(["-cp", &statestore_test_support::kafka_classpath()])
+        .args([
+            "org.apache.kafka.tools.TransactionsCommand",
+            "--bootstrap-server",
+        ])
+        .args([bootstrap, "list"])
+        .output()
+        .expect("running kafka's TransactionsCommand");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "TransactionsCommand list: {listed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Columns: TransactionalId, Coordinator, ProducerId, TransactionState.
+    let prefix = format!("{app}-");
+    let mut nodes: Vec<usize> = listed
+        .lines()
+        .filter_map(|line| {
+            let mut columns = line.split_whitespace();
+            let id = columns.next()?;
+            let node = columns.next()?.parse().ok()?;
+            id.starts_with(&prefix).then_some(node)
+        })
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// On a 3-node cluster (every topic at 3 replicas), the node coordinating an instance's
+/// transactions is killed with SIGKILL while both instances process, and restarted 10 s
+/// later, twice (another instance's coordinator the second time when they differ): every
+/// task keeps being processed to the end of its input, each input has exactly one output,
+/// and the stores are exact.
+#[test]
+fn a_killed_transaction_coordinator_leaves_no_task_behind() {
+    let Some(_) = statestore_test_support::kafka_bootstrap(
+        "a_killed_transaction_coordinator_leaves_no_task_behind",
+    ) else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let started = Instant::now();
+    let cluster = statestore_test_support::Cluster::start(3);
+    let bootstrap = cluster.bootstrap().to_owned();
+    let names = Names::create_replicated(&bootstrap, "pwc-eos-coordinator", 3);
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let feeder = Feeder::start(&bootstrap, &names.topic);
+    let args = ["--commit-interval-ms", "1000"];
+    let mut a = names.start("a", &bootstrap, &dirs[0], &args);
+    let mut b = names.start("b", &bootstrap, &dirs[1], &args);
+    a.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
+    b.wait_for(Duration::from_secs(120), |l| l.starts_with("first record"));
+    for round in 0..2 {
+        watch(Duration::from_secs(3), &mut [&mut a, &mut b]);
+        let nodes = coordinators(&bootstrap, &names.app);
+        assert!(!nodes.is_empty(), "no transaction of {} listed", names.app);
+        let victim = nodes[round % nodes.len()];
+        cluster.kill(victim);
+        eprintln!(
+            "round {round}: killed coordinator {victim} of {nodes:?} at {:?}",
+            started.elapsed()
+        );
+        watch(Duration::from_secs(10), &mut [&mut a, &mut b]);
+        cluster.restart(victim);
+        watch(Duration::from_secs(10), &mut [&mut a, &mut b]);
+    }
+    let lines = feeder.stop();
+    wait_complete(
+        &bootstrap,
+        (&names.topic, &names.app),
+        Duration::from_secs(180),
+        &mut [&mut a, &mut b],
+    );
+    a.stop();
+    b.stop();
+    assert_each_output_once(&bootstrap, &names);
+    assert_exact(&bootstrap, &names.app, lines);
+    eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
+}
+
 fn signal(instance: &Instance, signal: &str) {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))

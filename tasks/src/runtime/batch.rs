@@ -317,26 +317,14 @@ impl Application {
             if pending.is_empty() {
                 break;
             }
-            let full = self
-                .shared
-                .tasks
-                .lock()
-                .values()
-                .any(|task| !task.is_poisoned() && task.needs_commit());
-            if full {
+            if self.shared.any_task_needs_commit() {
                 // A task stopped at a full buffer, with records of the batch left.
                 commit_tasks(&self.consumer, &self.shared)?;
                 self.last_commit = Instant::now();
             }
         }
         drop(batch);
-        let full = self
-            .shared
-            .tasks
-            .lock()
-            .values()
-            .any(|task| !task.is_poisoned() && task.needs_commit());
-        self.maintain(full)?;
+        self.maintain(self.shared.any_task_needs_commit())?;
         Ok(processed)
     }
 }

@@ -9,7 +9,7 @@ use rdkafka::consumer::BaseConsumer;
 use store_api::{Error, ErrorKind, Result};
 
 use crate::TaskEventKind;
-use crate::runtime::exactly_once::{abort, commit_transaction, lose_all_and_rejoin};
+use crate::runtime::exactly_once::{abort, commit_transaction, lose_all_and_rejoin, rejoin};
 use crate::runtime::parallel::commit_in_parallel;
 use crate::runtime::shared::{GroupContext, Shared, commit_group};
 
@@ -86,6 +86,7 @@ pub(crate) fn commit_tasks(
     }
     let mut offsets = Vec::new();
     let mut timed_out = Vec::new();
+    let any_fenced;
     {
         let mut tasks = shared.tasks.lock();
         let mut fenced = Vec::new();
@@ -112,6 +113,7 @@ pub(crate) fn commit_tasks(
         if let Some(err) = first_error {
             return Err(err);
         }
+        any_fenced = !fenced.is_empty();
         for partition in fenced {
             if let Some(task) = tasks.remove(&partition) {
                 task.abandon();
@@ -119,7 +121,15 @@ pub(crate) fn commit_tasks(
             }
         }
     }
-    shared.revive(consumer, &timed_out);
+    if any_fenced {
+        // A newer writer of a task's changelog: the group moved the task, or this member's
+        // view of its assignment is stale. Rejoining lets the group say; a fenced task left
+        // assigned here without rejoining would never be processed again.
+        // The tasks whose commit timed out go with the others.
+        rejoin(consumer, shared);
+    } else {
+        shared.revive(consumer, &timed_out);
+    }
     if let Err(err) = commit_group(consumer, &offsets) {
         // The stores hold the positions; the group offset is a floor and for monitoring,
         // and a commit racing a rebalance is refused. It is tried again at the next

@@ -171,6 +171,7 @@ fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) ->
         .ok_or_else(|| Error::invalid("the group consumer has no group metadata"))?;
     shared.clients.commit_transaction(&offsets, &group)?;
     let mut failed = Vec::new();
+    let mut fenced = false;
     for partition in prepared {
         let Some(task) = tasks.get_mut(&partition) else {
             continue;
@@ -183,12 +184,18 @@ fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) ->
                     task.abandon();
                     shared.event(partition, TaskEventKind::Fenced);
                 }
+                fenced = true;
             }
             Err(err) => {
                 tracing::warn!(task = %task.id, %err, "applying a committed transaction failed");
                 failed.push(partition);
             }
         }
+    }
+    if fenced {
+        // As under at-least-once (see `commit_tasks`): the group says who owns the task now.
+        drop(tasks);
+        rejoin(consumer, shared);
     }
     Ok(failed)
 }
@@ -212,10 +219,17 @@ pub(crate) fn lose_all_and_rejoin(consumer: &BaseConsumer<GroupContext>, shared:
         Err(err) if err.kind() == ErrorKind::Fenced => {}
         Err(err) => shared.fail(err),
     }
+    rejoin(consumer, shared);
+}
+
+/// Leaves the group and joins it again, so that the group decides afresh which tasks this
+/// member owns: what a member does once it learns it may no longer own a task (Kafka Streams'
+/// answer to a `TaskMigratedException`). A task the group still gives it opens again.
+pub(crate) fn rejoin(consumer: &BaseConsumer<GroupContext>, shared: &Shared) {
     consumer.unsubscribe();
     let topics: Vec<&str> = shared.inputs.iter().map(String::as_str).collect();
     if let Err(err) = consumer.subscribe(&topics) {
-        shared.fail(convert("subscribing again after a fenced transaction", err));
+        shared.fail(convert("subscribing again after a fence", err));
     }
 }
 

@@ -80,6 +80,12 @@ impl Shared {
     /// and revival of a corrupted task. For tasks whose commit or outputs timed out: what they
     /// processed since their last commit is processed again, and a record whose output was
     /// lost is sent again.
+    ///
+    /// Opening a task fences its changelogs, which only an owner in the group's current
+    /// generation may do: the group coordinator is asked first (the group's offsets of the
+    /// tasks committed again, unchanged), and a member it no longer knows in this generation
+    /// drops the tasks and rejoins instead (see [`rejoin`](super::exactly_once::rejoin)). A
+    /// coordinator that cannot answer leaves the question to the next heartbeat.
     pub(crate) fn revive(
         self: &Arc<Self>,
         consumer: &BaseConsumer<GroupContext>,
@@ -101,9 +107,59 @@ impl Shared {
                 }
             }
         }
-        if revived.count() > 0 {
-            self.assign(consumer, &revived);
-            self.pause_restoring(consumer, &revived);
+        if revived.count() == 0 {
+            return;
+        }
+        if let Err(err) = self.still_member(consumer, &revived) {
+            tracing::warn!(%err, "no longer a member of the group's generation: rejoining instead of reopening tasks");
+            super::exactly_once::rejoin(consumer, self);
+            return;
+        }
+        self.assign(consumer, &revived);
+        self.pause_restoring(consumer, &revived);
+    }
+
+    /// `Err` when the group coordinator refuses this member's commit of the group's own
+    /// offsets of `partitions` (a stale generation, an unknown member, a rebalance under way
+    /// or a fenced static member); `Ok` otherwise, also when it cannot tell.
+    fn still_member(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        partitions: &TopicPartitionList,
+    ) -> std::result::Result<(), rdkafka::error::KafkaError> {
+        use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
+        let committed = retry(
+            "reading the group offsets (OffsetFetch)",
+            self.config.request_timeout(),
+            |timeout| consumer.committed_offsets(partitions.clone(), timeout),
+        );
+        let Ok(committed) = committed else {
+            return Ok(());
+        };
+        let mut again = TopicPartitionList::new();
+        for elem in committed.elements() {
+            if let Offset::Offset(offset) = elem.offset() {
+                // The list was built from these partitions: adding one back cannot fail.
+                let _ = again.add_partition_offset(
+                    elem.topic(),
+                    elem.partition(),
+                    Offset::Offset(offset),
+                );
+            }
+        }
+        if again.count() == 0 {
+            return Ok(());
+        }
+        match consumer.commit(&again, rdkafka::consumer::CommitMode::Sync) {
+            Err(
+                err @ KafkaError::ConsumerCommit(
+                    C::IllegalGeneration
+                    | C::UnknownMemberId
+                    | C::RebalanceInProgress
+                    | C::FencedInstanceId,
+                ),
+            ) => Err(err),
+            _ => Ok(()),
         }
     }
 
@@ -226,9 +282,17 @@ impl Shared {
             Err(err) => self.fail(err),
         }
         for partition in self.partitions_of(tpl) {
-            if let Some(restoring) = self.restorer.lock().tasks.get_mut(&partition) {
-                restoring.revoked = true;
-                continue;
+            {
+                let mut restorer = self.restorer.lock();
+                if let Some(restoring) = restorer.tasks.get_mut(&partition) {
+                    restoring.revoked = true;
+                    // The revocation ends after any fence of the task under way here: the
+                    // new owner's fence is the last.
+                    while restorer.fencing.contains(&partition) {
+                        self.fences_done.wait(&mut restorer);
+                    }
+                    continue;
+                }
             }
             let Some(mut task) = self.tasks.lock().remove(&partition) else {
                 continue;

@@ -6,14 +6,15 @@
 //! On assignment the restoring tasks' partitions are paused. Once a task's stores are restored
 //! and fenced, the poll loop takes the task in, seeks its partitions to the task's own
 //! position and resumes them. A task revoked while it restores is closed when its restore
-//! ends, unless it is assigned here again meanwhile.
+//! ends, unless it is assigned here again meanwhile; it never fences its changelogs after
+//! the revocation, which its new owner may have fenced already.
 //!
 //! Under the eager protocol a rebalance revokes every task before it assigns any: a revoked
 //! task is committed and suspended rather than closed, and if the rebalance assigns it here
 //! again its restore thread resumes it (a fence of its changelogs, no replay) instead of
 //! opening its stores anew; the assignment closes the suspended tasks it does not hold.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
@@ -42,6 +43,10 @@ pub(crate) struct Restorer {
     /// Tasks revoked by an eager rebalance, committed, their stores open: resumed if the
     /// rebalance assigns them here again, closed otherwise.
     pub suspended: BTreeMap<u32, Task>,
+    /// Tasks whose changelogs a restore thread fences right now: a revocation of one waits
+    /// until its fence ended, so that no fence of this instance follows the revocation (and
+    /// with it, the new owner's fence).
+    pub fencing: BTreeSet<u32>,
     done_tx: Sender<Restored>,
     done_rx: Receiver<Restored>,
 }
@@ -52,6 +57,7 @@ impl Restorer {
         Restorer {
             tasks: BTreeMap::new(),
             suspended: BTreeMap::new(),
+            fencing: BTreeSet::new(),
             done_tx,
             done_rx,
         }

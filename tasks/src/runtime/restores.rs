@@ -17,7 +17,7 @@ use super::shared::*;
 use crate::TaskEventKind;
 use crate::group::topics::convert;
 use crate::runtime::restorer::{Restored, Restoring};
-use crate::state::task::Task;
+use crate::state::task::{FenceGate, Opening, Task};
 
 impl Shared {
     /// Opens and restores the tasks of `partitions`, `restore_parallelism` at a time, and
@@ -32,18 +32,21 @@ impl Shared {
                         partitions.get(next.fetch_add(1, Ordering::Relaxed))
                     {
                         let suspended = self.restorer.lock().suspended.remove(&partition);
-                        let task = match suspended.and_then(resumed) {
+                        let task = match suspended.and_then(|task| resumed(task, self)) {
                             Some(task) => Ok(task),
                             None => {
                                 self.promote_standby(partition);
-                                let mut listener = Locked(&self.listener);
+                                let opening = Opening {
+                                    listener: &mut Locked(&self.listener),
+                                    gate: self,
+                                };
                                 Task::open(
                                     &self.state,
                                     &self.config,
                                     &self.clients,
                                     TaskId::new(0, partition),
                                     self.partitions,
-                                    &mut listener,
+                                    opening,
                                 )
                             }
                         };
@@ -366,8 +369,8 @@ impl Shared {
 /// The suspended `task`, resumed; `None` when it cannot be (another owner committed to it
 /// since it was suspended, or its fence failed): it is then closed without committing, to be
 /// opened anew.
-fn resumed(mut task: Task) -> Option<Task> {
-    match task.resume() {
+fn resumed(mut task: Task, gate: &dyn FenceGate) -> Option<Task> {
+    match task.resume(gate) {
         Ok(true) => {
             tracing::info!(task = %task.id, "resuming a task suspended by the rebalance");
             return Some(task);
@@ -391,4 +394,37 @@ enum Sought {
     NotFetching,
     /// Some partition is no longer assigned here.
     Lost,
+}
+
+/// A restore thread fences a task's changelogs only while the task is still restoring here
+/// and not revoked, and a revocation waits for a fence under way (see
+/// [`Restorer::fencing`](crate::runtime::restorer::Restorer::fencing)).
+impl FenceGate for Shared {
+    fn fence(&self, id: TaskId, fence: &mut dyn FnMut() -> Result<u64>) -> Result<u64> {
+        let partition = id.partition;
+        {
+            let mut restorer = self.restorer.lock();
+            if restorer
+                .tasks
+                .get(&partition)
+                .is_none_or(|restoring| restoring.revoked)
+            {
+                return Err(Error::Fenced(format!(
+                    "task {id} was revoked while it restored: its changelogs are its new \
+                     owner's to fence"
+                )));
+            }
+            restorer.fencing.insert(partition);
+        }
+        /// Ends the fence in the restorer, also when `fence` panics.
+        struct Ended<'a>(&'a Shared, u32);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.restorer.lock().fencing.remove(&self.1);
+                self.0.fences_done.notify_all();
+            }
+        }
+        let _ended = Ended(self, partition);
+        fence()
+    }
 }

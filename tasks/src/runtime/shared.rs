@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub outputs: Mutex<Outputs>,
     /// The tasks being restored on restore threads.
     pub restorer: Mutex<Restorer>,
+    /// Notified whenever a restore thread's fence ends (see [`Restorer::fencing`]).
+    pub fences_done: parking_lot::Condvar,
     /// Restores finished so far (each reported to the restorer): a poll that waits for
     /// records stops waiting at the next one, for the poll loop to take the task in.
     pub restores_finished: AtomicU64,
@@ -81,6 +83,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Whether a task whose processor did not fail should commit now (see
+    /// [`Task::needs_commit`]).
+    pub(crate) fn any_task_needs_commit(&self) -> bool {
+        self.tasks
+            .lock()
+            .values()
+            .any(|task| !task.is_poisoned() && task.needs_commit())
+    }
+
     /// Keeps the skips of `task`, closed without committing, for its next copy here.
     pub(crate) fn keep_skips(&self, partition: u32, task: &mut Task) {
         let skips = task.take_skips();

@@ -50,6 +50,21 @@ use crate::runtime::outputs::OutputRecord;
 /// that goes out whenever the task passes over it (none under `Continue`).
 pub(crate) type Skips = std::collections::BTreeMap<(usize, u64), Option<OutputRecord>>;
 
+/// Decides whether a task being opened or resumed here may still fence its changelogs: one
+/// revoked meanwhile must leave them to its new owner, which may already write to them.
+pub(crate) trait FenceGate {
+    /// Runs `fence` if task `id` is still this instance's to open, else returns `Fenced`.
+    fn fence(&self, id: TaskId, fence: &mut dyn FnMut() -> Result<u64>) -> Result<u64>;
+}
+
+/// What opening a task reports to and asks of the instance that opens it.
+pub(crate) struct Opening<'a> {
+    /// Told how each store's restore goes.
+    pub listener: &'a mut dyn RestoreListener,
+    /// Asked before each changelog is fenced.
+    pub gate: &'a dyn FenceGate,
+}
+
 /// A store of a task, with the position its content is complete up to.
 pub(crate) struct Slot {
     pub name: String,
@@ -128,7 +143,7 @@ impl Task {
         clients: &KafkaClients,
         id: TaskId,
         partitions: u32,
-        listener: &mut dyn RestoreListener,
+        mut opening: Opening<'_>,
     ) -> Result<Task> {
         let _span = tracing::info_span!("restore", task = %id).entered();
         let started = Instant::now();
@@ -136,7 +151,13 @@ impl Task {
         let mut slots = Vec::with_capacity(config.stores.len());
         for spec in &config.stores {
             slots.push(open_slot(
-                &dir, config, spec, clients, id, partitions, listener,
+                &dir,
+                config,
+                spec,
+                clients,
+                id,
+                partitions,
+                &mut opening,
             )?);
         }
         let resume: Vec<Option<u64>> = (0..config.input_topics.len())
@@ -550,12 +571,12 @@ impl Task {
     ///
     /// # Errors
     /// As [`LoggedStore::fence`], or a store position that cannot be read.
-    pub fn resume(&mut self) -> Result<bool> {
+    pub fn resume(&mut self, gate: &dyn FenceGate) -> Result<bool> {
         for slot in &mut self.slots {
             let Some(store) = slot.open.kv.logged() else {
                 continue;
             };
-            store.fence()?;
+            gate.fence(self.id, &mut || store.fence())?;
             let (position, stream_time) = read_position(store, &self.topics)?;
             if position != slot.position || stream_time != slot.stream_time {
                 return Ok(false);
@@ -627,7 +648,7 @@ fn open_slot(
     clients: &KafkaClients,
     id: TaskId,
     partitions: u32,
-    listener: &mut dyn RestoreListener,
+    opening: &mut Opening<'_>,
 ) -> Result<Slot> {
     let factory = statestore::resolve(&spec.backend)?;
     let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
@@ -648,14 +669,18 @@ fn open_slot(
                 checkpoint,
                 logged,
                 Arc::new(SnapshotStore::open(snapshots)?),
-                listener,
+                opening.listener,
             )?,
-            None => {
-                LoggedStore::open_with_listener(inner, Arc::new(log), checkpoint, logged, listener)?
-            }
+            None => LoggedStore::open_with_listener(
+                inner,
+                Arc::new(log),
+                checkpoint,
+                logged,
+                opening.listener,
+            )?,
         };
         // From here on nothing a previous owner of the task appends counts.
-        store.fence()?;
+        opening.gate.fence(id, &mut || store.fence())?;
         let (position, stream_time) = read_position(&store, topics)?;
         let restored = store.restored();
         (
@@ -707,6 +732,21 @@ mod tests {
     use statestore_changelog::{Changelog, Checkpoint, LoggedStore, LoggedStoreConfig, MemoryLog};
     use store_api::{ErrorKind, KeyValueStore};
 
+    use super::FenceGate;
+
+    /// Fences every changelog: the task is the test's for as long as it is open.
+    struct Owned;
+
+    impl FenceGate for Owned {
+        fn fence(
+            &self,
+            _id: statestore_changelog::TaskId,
+            fence: &mut dyn FnMut() -> store_api::Result<u64>,
+        ) -> store_api::Result<u64> {
+            fence()
+        }
+    }
+
     /// A lost task's buffered writes must never reach the changelog: another instance may
     /// already be writing to it.
     #[test]
@@ -748,7 +788,7 @@ mod tests {
     fn a_suspended_task_resumes_only_while_no_other_owner_committed_to_it() {
         use statestore_changelog::{KafkaClients, NoopRestoreListener, StateDirectory, TaskId};
 
-        use super::Task;
+        use super::{Opening, Task};
         use crate::{StoreSpec, TasksConfig};
 
         let Some(bootstrap) = statestore_test_support::kafka_bootstrap(
@@ -784,14 +824,18 @@ mod tests {
         let state_b = StateDirectory::open(dir_b.path(), &app).expect("state dir");
         let id = TaskId::new(0, 0);
         let open = |state: &StateDirectory, config: &TasksConfig, clients: &KafkaClients| {
-            Task::open(state, config, clients, id, 1, &mut NoopRestoreListener).expect("open")
+            let opening = Opening {
+                listener: &mut NoopRestoreListener,
+                gate: &Owned,
+            };
+            Task::open(state, config, clients, id, 1, opening).expect("open")
         };
 
         let mut a = open(&state_a, &config_a, &clients_a);
         a.slots[0].open.kv.put(b"word", b"1").expect("put");
         a.pass(0, 0);
         a.suspend().expect("suspend");
-        assert!(a.resume().expect("resume"), "no other owner: resumed");
+        assert!(a.resume(&Owned).expect("resume"), "no other owner: resumed");
         assert!(a.resumed());
         a.suspend().expect("suspend again");
 
@@ -803,7 +847,10 @@ mod tests {
 
         // Another owner committed: A's fence replays B's commit (or finds A fenced), and A
         // is not resumed.
-        assert!(!matches!(a.resume(), Ok(true)), "resumed over B's commit");
+        assert!(
+            !matches!(a.resume(&Owned), Ok(true)),
+            "resumed over B's commit"
+        );
         a.abandon();
     }
 }
