@@ -8,12 +8,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use parking_lot::Mutex;
 use statestore_changelog::{
     CHECKPOINT_FILE, Changelog, KafkaConfig, KafkaLog, TaskId, TopicPartition, read_checkpoint,
@@ -708,37 +707,6 @@ fn a_promoted_standby_restores_only_the_tail_and_cleanup_keeps_assigned_tasks() 
     }
     assert_eq!(changelog_counts(&bootstrap, &app, PARTITIONS), expected);
     assert_stores_equal_changelog(&bootstrap, &app, dir_b.path(), &[0, 1, 2, 3]);
-}
-
-/// The Prometheus recorder of this test binary, installed at the first call: tasks opened
-/// before it record nothing.
-fn prometheus() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        // Histograms with buckets: their `_count` counts every sample.
-        let recorder = PrometheusBuilder::new()
-            .set_buckets(&[0.001, 0.01, 0.1, 1.0, 10.0])
-            .expect("buckets")
-            .build_recorder();
-        let handle = recorder.handle();
-        metrics::set_global_recorder(recorder).expect("the only recorder");
-        handle
-    })
-}
-
-/// The value of metric `name` of `app`'s task `0_<partition>` (and `more` labels) in the
-/// Prometheus text, if it was recorded.
-fn metric(app: &str, name: &str, partition: u32, more: &str) -> Option<f64> {
-    let app_label = format!("application=\"{app}\"");
-    let task_label = format!("task=\"0_{partition}\"");
-    prometheus().render().lines().find_map(|line| {
-        let (key, value) = line.rsplit_once(' ')?;
-        let matches = key.starts_with(&format!("{name}{{"))
-            && key.contains(&app_label)
-            && key.contains(&task_label)
-            && key.contains(more);
-        matches.then(|| value.parse().ok()).flatten()
-    })
 }
 
 /// Each task's metrics reach an installed recorder, labelled by application and task: the

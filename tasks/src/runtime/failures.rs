@@ -123,9 +123,6 @@ fn dead_letter_of(shared: &Shared, failure: &Failure) -> Option<OutputRecord> {
     for (name, value) in dead_letter_headers(record, failure) {
         letter = letter.header(&name, value.as_deref());
     }
-    count(shared, failure.task.partition, |metrics| {
-        metrics.dead_letters.increment(1);
-    });
     Some(letter)
 }
 

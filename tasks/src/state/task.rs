@@ -529,8 +529,19 @@ impl Task {
         self.base_offset.clone_from(&self.next_offset);
         self.base_stream_time = self.stream_time;
         let next = &self.next_offset;
-        self.skips
-            .retain(|&(topic, offset), _| next[topic].is_none_or(|next| offset >= next));
+        let mut letters = 0;
+        self.skips.retain(|&(topic, offset), letter| {
+            let ahead = next[topic].is_none_or(|next| offset >= next);
+            if !ahead && letter.is_some() {
+                letters += 1;
+            }
+            ahead
+        });
+        // A dead letter counts once the commit that moves past its record is done: under
+        // exactly-once, once it is visible to a `read_committed` reader.
+        if letters > 0 {
+            self.metrics.dead_letters.increment(letters);
+        }
         self.metrics
             .commit_seconds
             .record(started.elapsed().as_secs_f64());

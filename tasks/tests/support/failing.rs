@@ -86,7 +86,7 @@ pub fn failing_kind(key: &[u8]) -> Option<(bool, ErrorAction)> {
 /// (closed without committing and opened again), so records are processed again, but no
 /// failing record is: the copy opened again passes over the records its predecessor skipped,
 /// and the handler is still asked once per failing record; outputs and dead letters are still
-/// read once each.
+/// read once each, and the dead-letter metric counts each once.
 pub fn failing_records_cost_only_themselves(
     guarantee: ProcessingGuarantee,
     threads: usize,
@@ -95,6 +95,7 @@ pub fn failing_records_cost_only_themselves(
     let Some(bootstrap) = bootstrap("failing_records_cost_only_themselves") else {
         return;
     };
+    prometheus();
     let name = format!("alone-{threads}");
     let (app, input, output, letters_topic) = (
         unique(&name),
@@ -311,6 +312,12 @@ pub fn failing_records_cost_only_themselves(
     assert_eq!(
         letters, expected_letters,
         "{what}: the dead letters, once each"
+    );
+    let counted = metric_sum(&app, statestore_tasks::metrics::DEAD_LETTER_RECORDS_TOTAL);
+    assert_eq!(
+        counted,
+        expected_letters.len() as f64,
+        "{what}: the dead letters the metric counts"
     );
 }
 

@@ -12,10 +12,12 @@
 )]
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -406,4 +408,49 @@ pub fn read_committed_values(bootstrap: &str, topic: &str) -> Vec<String> {
         }
     }
     values
+}
+
+/// The Prometheus recorder of this test binary, installed at the first call: tasks opened
+/// before it record nothing.
+pub fn prometheus() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        // Histograms with buckets: their `_count` counts every sample.
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&[0.001, 0.01, 0.1, 1.0, 10.0])
+            .expect("buckets")
+            .build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).expect("the only recorder");
+        handle
+    })
+}
+
+/// The value of metric `name` of `app`'s task `0_<partition>` (and `more` labels) in the
+/// Prometheus text, if it was recorded.
+pub fn metric(app: &str, name: &str, partition: u32, more: &str) -> Option<f64> {
+    let app_label = format!("application=\"{app}\"");
+    let task_label = format!("task=\"0_{partition}\"");
+    prometheus().render().lines().find_map(|line| {
+        let (key, value) = line.rsplit_once(' ')?;
+        let matches = key.starts_with(&format!("{name}{{"))
+            && key.contains(&app_label)
+            && key.contains(&task_label)
+            && key.contains(more);
+        matches.then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// The sum of metric `name` over every task of `app` in the Prometheus text.
+pub fn metric_sum(app: &str, name: &str) -> f64 {
+    let app_label = format!("application=\"{app}\"");
+    prometheus()
+        .render()
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            let matches = key.starts_with(&format!("{name}{{")) && key.contains(&app_label);
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
 }
