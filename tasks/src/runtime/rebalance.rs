@@ -63,6 +63,7 @@ impl Shared {
                     .collect();
                 let restoring = Restoring {
                     revoked: false,
+                    fence_refused: false,
                     floors,
                     started: Instant::now(),
                     not_fetching_since: None,

@@ -26,6 +26,9 @@ use crate::state::task::Task;
 pub(crate) struct Restoring {
     /// The task was revoked meanwhile: its stores are closed when the restore ends.
     pub revoked: bool,
+    /// Its restore gave up fencing the changelogs because the task was revoked then: a task
+    /// assigned here again meanwhile is restored again.
+    pub fence_refused: bool,
     /// The group's committed offset of each input topic (by index): where a task that never
     /// committed state starts.
     pub floors: Vec<Option<u64>>,

@@ -75,11 +75,13 @@ impl Shared {
     }
 
     /// Starts the restore of task `partition` again, after one that timed out (no broker
-    /// answered within the request timeout): its partitions stay paused meanwhile.
+    /// answered within the request timeout) or gave up its fence (the task was revoked then,
+    /// and is assigned here again): its partitions stay paused meanwhile.
     pub(super) fn restore_again(self: &Arc<Self>, partition: u32, restoring: Restoring) {
         let done = {
             let mut restorer = self.restorer.lock();
             let again = Restoring {
+                fence_refused: false,
                 started: Instant::now(),
                 not_fetching_since: None,
                 ..restoring
@@ -138,6 +140,18 @@ impl Shared {
                 tracing::info!(partition, "restored a task revoked meanwhile: closed");
                 continue;
             };
+            if restoring.fence_refused {
+                // Revoked when its restore came to the fence, assigned here again since.
+                if let Ok(task) = task {
+                    task.abandon();
+                }
+                tracing::info!(
+                    partition,
+                    "a task assigned here again after its restore gave it up: restoring it again"
+                );
+                self.restore_again(partition, restoring);
+                continue;
+            }
             let mut task = match task {
                 Ok(task) => task,
                 Err(err) if err.kind() == ErrorKind::Timeout => {
@@ -404,11 +418,15 @@ impl FenceGate for Shared {
         let partition = id.partition;
         {
             let mut restorer = self.restorer.lock();
-            if restorer
-                .tasks
-                .get(&partition)
-                .is_none_or(|restoring| restoring.revoked)
-            {
+            let refused = match restorer.tasks.get_mut(&partition) {
+                Some(restoring) if !restoring.revoked => false,
+                Some(restoring) => {
+                    restoring.fence_refused = true;
+                    true
+                }
+                None => true,
+            };
+            if refused {
                 return Err(Error::Fenced(format!(
                     "task {id} was revoked while it restored: its changelogs are its new \
                      owner's to fence"
