@@ -54,6 +54,3 @@ export STATESTORE_REQUIRE_KAFKA=1
 trap 'scripts/broker.sh stop' EXIT
 
 cargo test --workspace --no-fail-fast
-# The tests that inject faults through fail points (`--features failpoints`), after the
-# workspace's: they build statestore-tasks a second time, with the fail points compiled in.
-cargo test -p statestore-tasks --features failpoints --test failure_aborts
