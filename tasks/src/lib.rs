@@ -57,7 +57,8 @@ mod state;
 pub use config::StoreKind;
 pub use config::{
     AssignmentStrategy, ErrorAction, ProcessingGuarantee, ProductionErrorPolicy, StoreSpec,
-    TasksConfig, UncaughtErrorPolicy, validate_application_id,
+    TasksConfig, UncaughtErrorPolicy, parse_property, read_client_properties,
+    validate_application_id,
 };
 pub use group::partitioner::{KeyPartitioner, murmur2};
 pub use group::topics::{create_topic, create_topic_with};

@@ -40,10 +40,11 @@ use statestore_changelog::{
 use statestore_tasks::{
     Application, AssignmentStrategy, KeyPartitioner, POSITION_KEY, ProcessingGuarantee,
     ProcessorContext, ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
+    parse_property,
 };
 use store_api::{BatchOp, Error, Result};
 
-use client::{ClientArgs, parse_property};
+use client::ClientArgs;
 
 /// The stores: word counts, and counts per first letter (a second store, so a crash between
 /// the commits of one task's two stores is part of what the example survives).

@@ -8,6 +8,7 @@
 //! windowed-wordcount run --bootstrap $BROKER --topic words --output closed --state-dir /tmp/ww2 &
 //! ```
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +28,30 @@ use windowed_wordcount::{CLOSER, Mode, WindowedCounts, default_base, stores, tim
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// The librdkafka properties of every client a command creates (security, tuning).
+#[derive(Debug, Clone, Default, clap::Args)]
+struct ClientArgs {
+    /// A librdkafka property, `KEY=VALUE` (repeatable); it overrides the same key of
+    /// `--client-config`.
+    #[arg(long, value_parser = statestore_tasks::parse_property)]
+    property: Vec<(String, String)>,
+    /// A file of librdkafka properties in Kafka's `client.properties` form (see
+    /// docs/security.md).
+    #[arg(long)]
+    client_config: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    fn properties(&self) -> Result<BTreeMap<String, String>> {
+        let mut properties = match &self.client_config {
+            Some(path) => statestore_tasks::read_client_properties(path)?,
+            None => BTreeMap::new(),
+        };
+        properties.extend(self.property.iter().cloned());
+        Ok(properties)
+    }
 }
 
 #[derive(Subcommand)]
@@ -63,6 +88,8 @@ enum Command {
         /// min.insync.replicas of the changelog topics this creates (default: the broker's).
         #[arg(long)]
         min_insync_replicas: Option<u32>,
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Produces records `from..to` (word, timestamp) keyed by word.
     Produce {
@@ -81,6 +108,8 @@ enum Command {
         /// Then one record per partition a day later, which closes every window.
         #[arg(long)]
         close: bool,
+        #[command(flatten)]
+        client: ClientArgs,
     },
 }
 
@@ -107,6 +136,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
             stop_on_stdin_eof,
             replication_factor,
             min_insync_replicas,
+            client,
         } => {
             let config = TasksConfig {
                 application_id,
@@ -120,6 +150,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
                 num_standby_replicas,
                 replication_factor,
                 min_insync_replicas,
+                properties: client.properties()?,
                 ..TasksConfig::default()
             };
             run(config, mode, &output, stop_on_stdin_eof)?;
@@ -131,9 +162,11 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
             to,
             base_ms,
             close,
+            client,
         } => {
             let base = base_ms.unwrap_or_else(default_base);
-            produce(&bootstrap, &topic, base, from..to, close)?;
+            let properties = client.properties()?;
+            produce(&bootstrap, &properties, &topic, base, from..to, close)?;
         }
     }
     Ok(())
@@ -156,6 +189,7 @@ fn run(config: TasksConfig, mode: Mode, output: &str, stop_on_stdin_eof: bool) -
 
 fn produce(
     bootstrap: &str,
+    properties: &BTreeMap<String, String>,
     topic: &str,
     base: i64,
     records: std::ops::Range<u64>,
@@ -165,7 +199,11 @@ fn produce(
         backend: "kafka",
         source: Box::new(err),
     };
-    let producer: BaseProducer = ClientConfig::new()
+    let mut client = ClientConfig::new();
+    for (key, value) in properties {
+        client.set(key, value);
+    }
+    let producer: BaseProducer = client
         .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .create()

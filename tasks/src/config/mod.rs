@@ -1,6 +1,7 @@
 //! The application's configuration, in Kafka Streams' terms: [`TasksConfig`], its stores
 //! ([`StoreSpec`], [`StoreKind`]) and its policies, and their validation. No runtime type.
 
+mod client_file;
 mod policies;
 mod store;
 #[cfg(test)]
@@ -14,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use statestore_changelog::KafkaConfig;
 
+pub use client_file::{parse_property, read_client_properties};
 pub use policies::{
     AssignmentStrategy, ErrorAction, ProcessingGuarantee, ProductionErrorPolicy,
     UncaughtErrorPolicy,
