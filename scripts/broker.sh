@@ -42,14 +42,16 @@
 #   STATESTORE_BROKER_HEAP    a Kafka node's -Xmx (default 512m)
 #   STATESTORE_BROKER_SECURITY  kafka only: `sasl` makes each node's client listener
 #                             SASL_PLAINTEXT with PLAIN (users admin/admin-secret and
-#                             alice/alice-secret) and SCRAM-SHA-512 (alice/alice-secret), and
+#                             alice/alice-secret), SCRAM-SHA-512 (alice/alice-secret) and
+#                             OAUTHBEARER (an unsigned JWT, alg "none", not expired, whose
+#                             "sub" claim names the user: no identity provider), and
 #                             turns on the StandardAuthorizer (super user admin; every other
 #                             principal may do only what an ACL allows it)
 #   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
 #   STATESTORE_BROKER_SECURITY=sasl_ssl  kafka only: `sasl`'s users and authoriser over TLS.
 #                             The client listener (the addresses `start` prints) is SASL_SSL
-#                             with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (alice, as in
-#                             `sasl`); a second listener, SSL on port PORT+2N+(i-1) of node i
+#                             with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (alice, as in
+#                             `sasl`) and OAUTHBEARER (as in `sasl`); a second listener, SSL on port PORT+2N+(i-1) of node i
 #                             of N (`ssl-bootstrap` prints them), requires a client
 #                             certificate and takes its CN as the principal (CN=carol is
 #                             User:carol). The script makes the certificates with openssl in
@@ -238,13 +240,17 @@ group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 EOF
   if [[ -n "$SECURITY" ]]; then
-    local listener=${proto,,} mechanisms=PLAIN,SCRAM-SHA-512
-    [[ "$SECURITY" == sasl_ssl ]] && mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+    local listener=${proto,,} mechanisms=PLAIN,SCRAM-SHA-512,OAUTHBEARER
+    [[ "$SECURITY" == sasl_ssl ]] && mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
     cat >>"$dir/server.properties" <<EOF
 sasl.enabled.mechanisms=$mechanisms
 sasl.mechanism.inter.broker.protocol=PLAIN
 listener.name.$listener.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
 listener.name.$listener.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# OAUTHBEARER with Kafka's default validator, the unsecured one: it takes an unsigned JWT
+# (alg "none") that has not expired, and its "sub" claim is the principal. The broker logs in
+# with it too (as admin), though brokers talk PLAIN to each other.
+listener.name.$listener.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
 super.users=User:admin;User:ANONYMOUS
