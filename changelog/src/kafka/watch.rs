@@ -71,6 +71,14 @@ impl WatchedContext {
                  ssl.key.location; is it signed by a CA the broker trusts?): {failure}"
             ));
         }
+        // The broker's whole answer to an OAUTHBEARER token it refuses (RFC 7628): the
+        // reason is in its own log only.
+        if failure.contains(r#"{"status":"invalid_token"}"#) {
+            return Some(format!(
+                "the broker refused this client's OAUTHBEARER token (its signature, issuer, \
+                 audience or expiry; the broker's log says which): {failure}"
+            ));
+        }
         Some(failure)
     }
 }
@@ -261,5 +269,14 @@ mod tests {
         let explained = context.explain(&polled).expect("explained");
         assert!(explained.ends_with(expired), "{explained}");
         assert!(!explained.contains("401"), "{explained}");
+
+        let invalid = r#"sasl_plaintext://127.0.0.1:25410/bootstrap: SASL authentication error: {"status":"invalid_token"} (after 308ms in state AUTH_REQ)"#;
+        context.log(RDKafkaLogLevel::Error, "FAIL", invalid);
+        let explained = context.explain(&polled).expect("explained");
+        assert!(explained.ends_with(invalid), "{explained}");
+        assert!(
+            explained.contains("refused this client's OAUTHBEARER token"),
+            "{explained}"
+        );
     }
 }

@@ -1,15 +1,18 @@
 //! OAUTHBEARER, in the `secured_kafka` test binary: librdkafka's OIDC client-credentials
 //! method against a token endpoint the test runs on loopback, on a broker of the test's own
-//! started with `STATESTORE_BROKER_SECURITY=sasl`. The broker's validator is Kafka's default,
-//! the unsecured one: it takes an unsigned JWT that has not expired and makes its `sub` claim
-//! the principal, here alice, so the authoriser applies the ACLs the other SASL cases grant
-//! her. An application that gets alice's token processes every record once; a wrong client
-//! secret, and a token that has expired when the endpoint hands it out, each end the run with
-//! an authentication error naming the cause within seconds.
+//! started with `STATESTORE_BROKER_SECURITY=sasl`. The broker validates a token with Kafka's
+//! `OAuthBearerValidatorCallbackHandler`: its RS256 signature against the script's JWKS, its
+//! expiry, issuer and audience; its `sub` claim is the principal, here alice, so the
+//! authoriser applies the ACLs the other SASL cases grant her. An application that gets
+//! alice's token processes every record once; a wrong client secret, a token that has
+//! expired when the endpoint hands it out, and one signed by a key the broker does not know
+//! each end the run with an authentication error naming the cause within seconds.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -21,10 +24,20 @@ use super::{Withheld, application, assert_clear, assert_once_each, fails, grante
 const CLIENT_ID: &str = "wordcount";
 const CLIENT_SECRET: &str = "wordcount-secret";
 
+/// The tokens a [`TokenEndpoint`] hands out.
+struct Token {
+    /// The `sub` claim: the principal.
+    subject: &'static str,
+    /// Seconds from issue to expiry; negative, expired when issued.
+    lifetime: i64,
+    /// The RSA key (PKCS#8 PEM) that signs it.
+    key: PathBuf,
+}
+
 /// A token endpoint (OAuth 2.0's client credentials grant) on loopback, served by a thread
 /// of its own until dropped, a panicking test's too. To a POST of grant type
 /// `client_credentials` whose Basic authorisation is [`CLIENT_ID`] and [`CLIENT_SECRET`] it
-/// answers with an unsigned JWT for its subject; any other request gets 401 `invalid_client`.
+/// answers with a JWT of its [`Token`]; any other request gets 401 `invalid_client`.
 struct TokenEndpoint {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -32,20 +45,17 @@ struct TokenEndpoint {
 }
 
 impl TokenEndpoint {
-    /// An endpoint handing out tokens for `subject` that expire `lifetime` seconds after they
-    /// are issued (before, when negative).
-    fn start(subject: &str, lifetime: i64) -> TokenEndpoint {
+    fn start(token: Token) -> TokenEndpoint {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let addr = listener.local_addr().expect("the endpoint's address");
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
-        let subject = subject.to_owned();
         let thread = std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopped.load(Ordering::Relaxed) {
                     break;
                 }
-                let answered = stream.and_then(|stream| answer(&stream, &subject, lifetime));
+                let answered = stream.and_then(|stream| answer(&stream, &token));
                 if let Err(err) = answered {
                     eprintln!("token endpoint: {err}");
                 }
@@ -75,7 +85,7 @@ impl Drop for TokenEndpoint {
 }
 
 /// Reads one HTTP request from `stream` and answers it (see [`TokenEndpoint`]).
-fn answer(stream: &TcpStream, subject: &str, lifetime: i64) -> std::io::Result<()> {
+fn answer(stream: &TcpStream, token: &Token) -> std::io::Result<()> {
     // A client that stalls mid-request cannot hold the endpoint up.
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut reader = BufReader::new(stream);
@@ -106,9 +116,10 @@ fn answer(stream: &TcpStream, subject: &str, lifetime: i64) -> std::io::Result<(
             .split('&')
             .any(|pair| pair == "grant_type=client_credentials");
     let (status, json) = if granted {
-        let token = unsigned_jwt(subject, lifetime);
+        let jwt = signed_jwt(token)?;
         let json = format!(
-            r#"{{"access_token":"{token}","token_type":"bearer","expires_in":{lifetime}}}"#
+            r#"{{"access_token":"{jwt}","token_type":"bearer","expires_in":{}}}"#,
+            token.lifetime
         );
         ("200 OK", json)
     } else {
@@ -126,24 +137,47 @@ fn answer(stream: &TcpStream, subject: &str, lifetime: i64) -> std::io::Result<(
     out.write_all(response.as_bytes())
 }
 
-/// An unsecured JWS (RFC 7515 with `alg` "none": no signature) for `subject`, issued now and
-/// expiring `lifetime` seconds from now.
-fn unsigned_jwt(subject: &str, lifetime: i64) -> String {
+/// A JWT (RFC 7519) of `token`, signed with RS256 by `openssl`: issued now by
+/// `statestore-test` for audience `statestore`, as the test brokers expect.
+fn signed_jwt(token: &Token) -> std::io::Result<String> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("after 1970")
         .as_secs();
     let now = i64::try_from(now).expect("seconds since 1970");
-    let header = r#"{"alg":"none"}"#;
+    let header = r#"{"alg":"RS256","typ":"JWT","kid":"statestore-test"}"#;
     let claims = format!(
-        r#"{{"sub":"{subject}","iat":{now},"exp":{}}}"#,
-        now + lifetime
+        r#"{{"sub":"{}","iss":"statestore-test","aud":"statestore","iat":{now},"exp":{}}}"#,
+        token.subject,
+        now + token.lifetime
     );
-    format!(
-        "{}.{}.",
+    let signed = format!(
+        "{}.{}",
         base64(header.as_bytes(), true),
         base64(claims.as_bytes(), true)
-    )
+    );
+    let signature = rs256(&token.key, signed.as_bytes())?;
+    Ok(format!("{signed}.{}", base64(&signature, true)))
+}
+
+/// The RSASSA-PKCS1-v1_5 SHA-256 signature of `data` by `key`.
+fn rs256(key: &Path, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut openssl = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    openssl.stdin.take().expect("piped").write_all(data)?;
+    let out = openssl.wait_with_output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "openssl dgst: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(out.stdout)
 }
 
 /// `bytes` in base64: the standard alphabet with padding, or with `url` the URL-safe one
@@ -194,7 +228,13 @@ fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_sec
         return;
     };
     let (bootstrap, dir) = (cluster.bootstrap(), dir.path());
-    let alice = TokenEndpoint::start("alice", 3600);
+    let keys = cluster.oauth_keys();
+    let token = |lifetime, key| Token {
+        subject: "alice",
+        lifetime,
+        key: keys.join(key),
+    };
+    let alice = TokenEndpoint::start(token(3600, "oauth.key"));
 
     let properties = oidc(&alice, CLIENT_SECRET);
     let config = granted(bootstrap, dir, "o", properties, Withheld::Nothing);
@@ -208,13 +248,27 @@ fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_sec
         &["Authentication", "OAUTHBEARER token", "401"],
     );
 
-    let expired = TokenEndpoint::start("alice", -60);
+    let expired = TokenEndpoint::start(token(-60, "oauth.key"));
     let properties = oidc(&expired, CLIENT_SECRET);
     let failed = fails(application(bootstrap, &dir.join("e"), properties));
     assert_clear(
         "an expired token",
         &failed,
         &["Authentication", "OAUTHBEARER token", "unexpired token"],
+    );
+
+    let forged = TokenEndpoint::start(token(3600, "rogue.key"));
+    let properties = oidc(&forged, CLIENT_SECRET);
+    let failed = fails(application(bootstrap, &dir.join("f"), properties));
+    assert_clear(
+        "a token signed by another key",
+        &failed,
+        &["Authentication", "OAUTHBEARER token", "invalid_token"],
+    );
+    let log = cluster.log(1);
+    assert!(
+        log.contains("JWT rejected due to invalid signature"),
+        "the broker's log does not say it checked the signature"
     );
 }
 
