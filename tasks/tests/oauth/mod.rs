@@ -248,22 +248,21 @@ fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_sec
         &["Authentication", "OAUTHBEARER token", "401"],
     );
 
-    let expired = TokenEndpoint::start(token(-60, "oauth.key"));
-    let properties = oidc(&expired, CLIENT_SECRET);
-    let failed = fails(application(bootstrap, &dir.join("e"), properties));
-    assert_clear(
-        "an expired token",
-        &failed,
-        &["Authentication", "OAUTHBEARER token", "unexpired token"],
-    );
-
-    let forged = TokenEndpoint::start(token(3600, "rogue.key"));
-    let properties = oidc(&forged, CLIENT_SECRET);
-    let failed = fails(application(bootstrap, &dir.join("f"), properties));
-    assert_clear(
+    // A run with the client's own secret, on an endpoint handing out `token`.
+    let refused = |case: &str, state: &str, token: Token, names: &[&str]| {
+        let endpoint = TokenEndpoint::start(token);
+        let properties = oidc(&endpoint, CLIENT_SECRET);
+        let failed = fails(application(bootstrap, &dir.join(state), properties));
+        assert_clear(case, &failed, names);
+    };
+    let expired = ["Authentication", "OAUTHBEARER token", "unexpired token"];
+    refused("an expired token", "e", token(-60, "oauth.key"), &expired);
+    let forged = ["Authentication", "OAUTHBEARER token", "invalid_token"];
+    refused(
         "a token signed by another key",
-        &failed,
-        &["Authentication", "OAUTHBEARER token", "invalid_token"],
+        "f",
+        token(3600, "rogue.key"),
+        &forged,
     );
     let log = cluster.log(1);
     assert!(
