@@ -49,17 +49,18 @@
 #                             (oauth.key, PKCS#8 PEM; the nodes read its public half from
 #                             jwks.json there, key id "statestore-test"), not expired, of
 #                             issuer ("iss") "statestore-test" for audience ("aud")
-#                             "statestore", whose "sub" claim names the user (rogue.key, another key, signs tokens
-#                             the nodes refuse); and turns on the StandardAuthorizer (super user admin; every other
-#                             principal may do only what an ACL allows it)
+#                             "statestore", whose "sub" claim names the user (rogue.key,
+#                             another key, signs tokens the nodes refuse); and turns on the
+#                             StandardAuthorizer (super user admin; every other principal may
+#                             do only what an ACL allows it)
 #   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
 #   STATESTORE_BROKER_SECURITY=sasl_ssl  kafka only: `sasl`'s users and authoriser over TLS.
 #                             The client listener (the addresses `start` prints) is SASL_SSL
 #                             with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (alice, as in
-#                             `sasl`) and OAUTHBEARER (as in `sasl`); a second listener, SSL on port PORT+2N+(i-1) of node i
-#                             of N (`ssl-bootstrap` prints them), requires a client
-#                             certificate and takes its CN as the principal (CN=carol is
-#                             User:carol). The script makes the certificates with openssl in
+#                             `sasl`) and OAUTHBEARER (as in `sasl`); a second listener, SSL
+#                             on port PORT+2N+(i-1) of node i of N (`ssl-bootstrap` prints
+#                             them), requires a client certificate and takes its CN as the
+#                             principal (CN=carol is User:carol). The script makes the certificates with openssl in
 #                             the directory `certs` prints: ca.pem (the CA that signed the
 #                             nodes' certificate, valid for IP:$STATESTORE_BROKER_HOST and
 #                             DNS:localhost), carol.pem and carol.key (a client certificate it
