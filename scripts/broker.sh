@@ -14,6 +14,8 @@
 #   scripts/broker.sh port NODE        print node NODE's client port
 #   scripts/broker.sh ssl-bootstrap    sasl_ssl only: print the mTLS listeners' addresses
 #   scripts/broker.sh certs            sasl_ssl only: print the directory of the certificates
+#   scripts/broker.sh oauth            sasl and sasl_ssl: print the directory of the OAUTHBEARER
+#                                      signing keys
 #   scripts/broker.sh log NODE         print the path of node NODE's log
 #   scripts/broker.sh classpath        install Kafka if missing, print the Java classpath of its
 #                                      jars (tests run Apache Kafka's own producer with it)
@@ -42,17 +44,23 @@
 #   STATESTORE_BROKER_HEAP    a Kafka node's -Xmx (default 512m)
 #   STATESTORE_BROKER_SECURITY  kafka only: `sasl` makes each node's client listener
 #                             SASL_PLAINTEXT with PLAIN (users admin/admin-secret and
-#                             alice/alice-secret) and SCRAM-SHA-512 (alice/alice-secret), and
-#                             turns on the StandardAuthorizer (super user admin; every other
-#                             principal may do only what an ACL allows it)
+#                             alice/alice-secret), SCRAM-SHA-512 (alice/alice-secret) and
+#                             OAUTHBEARER: a JWT signed (RS256) with the key `oauth` prints
+#                             (oauth.key, PKCS#8 PEM; the nodes read its public half from
+#                             jwks.json there, key id "statestore-test"), not expired, of
+#                             issuer ("iss") "statestore-test" for audience ("aud")
+#                             "statestore", whose "sub" claim names the user (rogue.key,
+#                             another key, signs tokens the nodes refuse); and turns on the
+#                             StandardAuthorizer (super user admin; every other principal may
+#                             do only what an ACL allows it)
 #   STATESTORE_BROKER_ENGINE  nisshi only: sqlite (default) or memory (benchmarks only)
 #   STATESTORE_BROKER_SECURITY=sasl_ssl  kafka only: `sasl`'s users and authoriser over TLS.
 #                             The client listener (the addresses `start` prints) is SASL_SSL
-#                             with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (alice, as in
-#                             `sasl`); a second listener, SSL on port PORT+2N+(i-1) of node i
-#                             of N (`ssl-bootstrap` prints them), requires a client
-#                             certificate and takes its CN as the principal (CN=carol is
-#                             User:carol). The script makes the certificates with openssl in
+#                             with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (alice, as in
+#                             `sasl`) and OAUTHBEARER (as in `sasl`); a second listener, SSL
+#                             on port PORT+2N+(i-1) of node i of N (`ssl-bootstrap` prints
+#                             them), requires a client certificate and takes its CN as the
+#                             principal (CN=carol is User:carol). The script makes the certificates with openssl in
 #                             the directory `certs` prints: ca.pem (the CA that signed the
 #                             nodes' certificate, valid for IP:$STATESTORE_BROKER_HOST and
 #                             DNS:localhost), carol.pem and carol.key (a client certificate it
@@ -185,6 +193,24 @@ EOF
   done
 }
 
+# Makes the OAUTHBEARER keys in directory $1 (see STATESTORE_BROKER_SECURITY above): oauth.key,
+# whose public half jwks.json holds, and rogue.key. Returns 1 when openssl fails, as make_certs.
+make_oauth_keys() {
+  local dir=$1 name n
+  command -v openssl >/dev/null || apt_install openssl
+  mkdir -p "$dir"
+  for name in oauth rogue; do
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$dir/$name.key" \
+      >>"$dir/openssl.log" 2>&1 || return 1
+  done
+  # A JWK's modulus: big-endian bytes in base64url without padding (RFC 7518); e is 65537.
+  n=$(openssl rsa -in "$dir/oauth.key" -noout -modulus 2>>"$dir/openssl.log" | cut -d= -f2 |
+    basenc --base16 -d | basenc --base64url -w0 | tr -d =) || return 1
+  [[ -n "$n" ]] || return 1
+  printf '{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"statestore-test","n":"%s","e":"AQAB"}]}\n' \
+    "$n" >"$dir/jwks.json"
+}
+
 # File $1 as one properties value: Kafka takes PEM certificates and keys as config values,
 # and java.util.Properties reads `\n` as a line break.
 pem_value() { awk '{ printf "%s\\n", $0 }' "$1"; }
@@ -238,13 +264,21 @@ group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 EOF
   if [[ -n "$SECURITY" ]]; then
-    local listener=${proto,,} mechanisms=PLAIN,SCRAM-SHA-512
-    [[ "$SECURITY" == sasl_ssl ]] && mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+    local listener=${proto,,} mechanisms=PLAIN,SCRAM-SHA-512,OAUTHBEARER
+    [[ "$SECURITY" == sasl_ssl ]] && mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
     cat >>"$dir/server.properties" <<EOF
 sasl.enabled.mechanisms=$mechanisms
 sasl.mechanism.inter.broker.protocol=PLAIN
 listener.name.$listener.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
 listener.name.$listener.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# OAUTHBEARER: a JWT signed by a key of jwks.json, not expired, of issuer "statestore-test"
+# for audience "statestore"; its "sub" claim is the principal. The broker logs in with the
+# mechanism too, with an unsecured token it never sends (brokers talk PLAIN to each other).
+listener.name.$listener.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
+listener.name.$listener.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=file://$BROKER_DIR/oauth/jwks.json
+sasl.oauthbearer.expected.audience=statestore
+sasl.oauthbearer.expected.issuer=statestore-test
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
 super.users=User:admin;User:ANONYMOUS
@@ -271,10 +305,14 @@ EOF
     kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" "${format_args[@]}" \
     >"$dir/format.log" 2>&1 ||
     { cat "$dir/format.log" >&2; die "formatting node $node failed"; }
+  # Kafka reads an OAUTHBEARER JWKS only from a URL this property allows.
+  local allowed=""
+  [[ -n "$SECURITY" ]] &&
+    allowed="-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$BROKER_DIR/oauth/jwks.json"
   cat >"$dir/run.sh" <<EOF
 #!/usr/bin/env bash
 exec java -Xms128m -Xmx${STATESTORE_BROKER_HEAP:-512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \\
-  -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \\
+  -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true $allowed \\
   -Dlog4j2.configurationFile="$SCRIPTS/kafka/log4j2.properties" \\
   -cp "$root/libs/*" kafka.Kafka "$dir/server.properties"
 EOF
@@ -424,6 +462,10 @@ start() {
       { cat "$BROKER_DIR/certs/openssl.log" >&2; stop; die "making the certificates failed"; }
     log "certificates in $BROKER_DIR/certs (scripts/broker.sh certs)"
   fi
+  if [[ -n "$SECURITY" ]]; then
+    make_oauth_keys "$BROKER_DIR/oauth" ||
+      { cat "$BROKER_DIR/oauth/openssl.log" >&2; stop; die "making the OAUTHBEARER keys failed"; }
+  fi
   if [[ "$BROKER" == kafka ]]; then
     local id pids=()
     id=$(cluster_id)
@@ -541,6 +583,11 @@ case "${1:-}" in
     [[ -d "$BROKER_DIR/certs" ]] || die "not a sasl_ssl cluster: no certificates"
     echo "$BROKER_DIR/certs"
     ;;
+  oauth)
+    load_state || die "not running"
+    [[ -d "$BROKER_DIR/oauth" ]] || die "not a sasl or sasl_ssl cluster: no OAUTHBEARER keys"
+    echo "$BROKER_DIR/oauth"
+    ;;
   log) need_node "${2:-}" && echo "$(node_dir "$2")/broker.log" ;;
   classpath)
     [[ "$BROKER" == kafka ]] || die "classpath needs STATESTORE_BROKER=kafka"
@@ -549,7 +596,7 @@ case "${1:-}" in
     ;;
   *)
     echo "usage: $0 install|start [N]|stop|status|kill N|restart N|pause N|resume N|port N|log N|" \
-      "ssl-bootstrap|certs|classpath" >&2
+      "ssl-bootstrap|certs|oauth|classpath" >&2
     exit 2
     ;;
 esac

@@ -6,29 +6,29 @@
 //! a group the principal may not read and an input topic it may describe but not read each
 //! end the run with an error naming the cause within seconds, never a hang or a timeout; an
 //! ACL removed from a running application stops it with a clear error, and once restored the
-//! application resumes with nothing lost.
+//! application resumes with nothing lost. OAUTHBEARER (module `oauth`) and TLS (module `tls`)
+//! on clusters of their own.
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP` like every Kafka test (without it the test prints one
 //! SKIP line and passes), and Java for the broker and Apache Kafka's ACL tool.
 
+mod oauth;
 mod support;
 mod tls;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use statestore_tasks::{Application, ProcessingGuarantee, TasksConfig};
 use statestore_test_support::Cluster;
 use support::{
-    bootstrap, config, count_word, send_waiting, try_changelog_counts_with, unique, wait_until,
-    word,
+    bootstrap, config, count_word, produce_words_with, try_changelog_counts_with, unique,
+    wait_until, word,
 };
 
 const PARTITIONS: i32 = 4;
@@ -53,55 +53,77 @@ fn admin() -> BTreeMap<String, String> {
     sasl("PLAIN", "admin", "admin-secret")
 }
 
-/// A word count as `properties`' principal on a new input topic holding [`RECORDS`] records.
+/// A SASL cluster of `test`'s own (see [`Cluster::start_sasl`]) and a directory for the
+/// test's files, or `None` after `test`'s SKIP line when no broker is configured.
+fn sasl_cluster(test: &str) -> Option<(Cluster, tempfile::TempDir)> {
+    bootstrap(test)?;
+    let cluster = Cluster::start_sasl(1);
+    Some((cluster, tempfile::tempdir().expect("dir")))
+}
+
+/// A word count as `properties`' principal on a new input topic holding [`RECORDS`] records,
+/// its state in `dir`.
 fn application(bootstrap: &str, dir: &Path, properties: BTreeMap<String, String>) -> TasksConfig {
     let input = unique("secured-input");
     statestore_tasks::create_topic_with(bootstrap, &admin(), &input, PARTITIONS)
         .expect("input topic");
-    produce_words(bootstrap, &input);
+    produce_words_with(bootstrap, &admin(), &input, RECORDS);
     TasksConfig {
         properties,
         ..config(bootstrap, &unique("secured"), &input, dir)
     }
 }
 
-/// Writes [`RECORDS`] words to `input`, as the admin.
-fn produce_words(bootstrap: &str, input: &str) {
-    let mut producer = ClientConfig::new();
-    for (key, value) in admin() {
-        producer.set(key, value);
-    }
-    let producer: BaseProducer = producer
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("producer");
-    for i in 0..RECORDS {
-        let word = word(i);
-        send_waiting(
-            &producer,
-            BaseRecord::to(input)
-                .key(word.as_bytes())
-                .payload(word.as_bytes()),
-        );
-    }
-    producer.flush(Duration::from_secs(30)).expect("flush");
+/// An [`application`] with its state in `dir`'s subdirectory `state`, and alice granted the
+/// ACLs Kafka Streams documents for it but `withheld` (see [`grant`]).
+fn granted(
+    bootstrap: &str,
+    dir: &Path,
+    state: &str,
+    properties: BTreeMap<String, String>,
+    withheld: Withheld,
+) -> TasksConfig {
+    let config = application(bootstrap, &dir.join(state), properties);
+    grant(bootstrap, dir, &config, withheld);
+    config
 }
 
-/// Runs `config` until it processed `until` records or failed, for at most `timeout`.
-fn run(config: TasksConfig, until: u64, timeout: Duration) -> store_api::Result<u64> {
-    let processed = Arc::new(AtomicU64::new(0));
-    let counted = Arc::clone(&processed);
+/// Runs `config` until it has processed `until` distinct records (partition, offset), failed,
+/// or `timeout` passed, and returns how many distinct records it processed and how many times
+/// it processed one already seen.
+fn run(config: TasksConfig, until: u64, timeout: Duration) -> store_api::Result<(u64, u64)> {
+    let seen = Arc::new(Mutex::new((BTreeSet::new(), 0u64)));
+    let seen_by_processor = Arc::clone(&seen);
     let mut processor = move |ctx: &mut statestore_tasks::ProcessorContext<'_>| {
-        counted.fetch_add(1, Ordering::Relaxed);
+        let mut seen = seen_by_processor.lock().expect("not poisoned");
+        if !seen.0.insert((ctx.partition(), ctx.offset())) {
+            seen.1 += 1;
+        }
+        drop(seen);
         count_word(ctx)
     };
+    let distinct = || seen.lock().expect("not poisoned").0.len() as u64;
     let mut app = Application::new(config)?;
     let deadline = Instant::now() + timeout;
-    while processed.load(Ordering::Relaxed) < until && Instant::now() < deadline {
+    while distinct() < until && Instant::now() < deadline {
         app.poll(Duration::from_millis(50), &mut processor)?;
     }
     app.close()?;
-    Ok(processed.load(Ordering::Relaxed))
+    let seen = seen.lock().expect("not poisoned");
+    Ok((seen.0.len() as u64, seen.1))
+}
+
+/// Runs `config` on its input of [`RECORDS`] records, which it must process once each.
+fn assert_once_each(case: &str, config: TasksConfig) {
+    let started = Instant::now();
+    let (distinct, again) = run(config, RECORDS, Duration::from_secs(120))
+        .unwrap_or_else(|err| panic!("{case}: {err}"));
+    eprintln!("{case}: {distinct} records in {:?}", started.elapsed());
+    assert_eq!(
+        (distinct, again),
+        (RECORDS, 0),
+        "{case}: records processed, and again"
+    );
 }
 
 /// Runs `config`, which must fail, and returns its error's text and how long it took.
@@ -170,57 +192,54 @@ fn grant(bootstrap: &str, dir: &Path, config: &TasksConfig, withheld: Withheld) 
         add_acl(bootstrap, dir, &group_read(app));
     }
     let prefix = format!("{app}-");
-    add_acl(
+    let topics = ["Create", "Read", "Write", "Describe", "DescribeConfigs"];
+    add_prefixed_acl(bootstrap, dir, "--topic", &prefix, &topics);
+    let transactional_ids = ["Write", "Describe"];
+    add_prefixed_acl(
         bootstrap,
         dir,
-        &[
-            "--allow-principal",
-            ALICE,
-            "--resource-pattern-type",
-            "prefixed",
-            "--topic",
-            &prefix,
-            "--operation",
-            "Create",
-            "--operation",
-            "Read",
-            "--operation",
-            "Write",
-            "--operation",
-            "Describe",
-            "--operation",
-            "DescribeConfigs",
-        ],
-    );
-    add_acl(
-        bootstrap,
-        dir,
-        &[
-            "--allow-principal",
-            ALICE,
-            "--resource-pattern-type",
-            "prefixed",
-            "--transactional-id",
-            &prefix,
-            "--operation",
-            "Write",
-            "--operation",
-            "Describe",
-        ],
+        "--transactional-id",
+        &prefix,
+        &transactional_ids,
     );
 }
 
-/// Runs Apache Kafka's ACL tool with `args`, as the admin.
+/// Allows alice `operations` on every resource of kind `resource` (`--topic`,
+/// `--transactional-id`) whose name starts with `prefix`.
+fn add_prefixed_acl(
+    bootstrap: &str,
+    dir: &Path,
+    resource: &str,
+    prefix: &str,
+    operations: &[&str],
+) {
+    let mut args = vec![
+        "--allow-principal",
+        ALICE,
+        "--resource-pattern-type",
+        "prefixed",
+    ];
+    args.extend([resource, prefix]);
+    for operation in operations {
+        args.extend(["--operation", operation]);
+    }
+    add_acl(bootstrap, dir, &args);
+}
+
+/// Runs Apache Kafka's ACL tool with `args`, as the admin over SASL_PLAINTEXT.
 fn acl_command(bootstrap: &str, dir: &Path, args: &[&str]) {
     // Java's client takes its SASL credentials as a JAAS line.
-    let properties = dir.join("admin.properties");
-    std::fs::write(
-        &properties,
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=\
+    let admin = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=\
          org.apache.kafka.common.security.plain.PlainLoginModule required \
-         username=\"admin\" password=\"admin-secret\";\n",
-    )
-    .expect("admin properties");
+         username=\"admin\" password=\"admin-secret\";\n";
+    acl_command_as(bootstrap, dir, admin, args);
+}
+
+/// Runs Apache Kafka's ACL tool with `args` and the client properties `admin` (the text of a
+/// `client.properties` file, written into `dir`).
+fn acl_command_as(bootstrap: &str, dir: &Path, admin: &str, args: &[&str]) {
+    let properties = dir.join("admin.properties");
+    std::fs::write(&properties, admin).expect("admin properties");
     let classpath = statestore_test_support::kafka_classpath();
     let out = Command::new("java")
         .args(["-cp", &classpath, "org.apache.kafka.tools.AclCommand"])
@@ -250,30 +269,26 @@ fn assert_clear(case: &str, (message, took): &(String, Duration), names: &[&str]
 
 #[test]
 fn secured_clients_work_and_every_refusal_is_a_clear_error_in_seconds() {
-    if bootstrap("secured_clients_work_and_every_refusal_is_a_clear_error_in_seconds").is_none() {
+    let Some((cluster, dir)) =
+        sasl_cluster("secured_clients_work_and_every_refusal_is_a_clear_error_in_seconds")
+    else {
         return;
-    }
-    let cluster = Cluster::start_sasl(1);
-    let bootstrap = cluster.bootstrap().to_owned();
-    let dir = tempfile::tempdir().expect("dir");
+    };
+    let (bootstrap, dir) = (cluster.bootstrap(), dir.path());
 
     let scram = sasl("SCRAM-SHA-512", "alice", "alice-secret");
-    let config = application(&bootstrap, dir.path(), scram.clone());
-    grant(&bootstrap, dir.path(), &config, Withheld::Nothing);
-    let processed = run(config, RECORDS, Duration::from_secs(120)).expect("a SCRAM run");
-    assert_eq!(processed, RECORDS, "records processed over SCRAM-SHA-512");
+    let config = granted(bootstrap, dir, "s", scram.clone(), Withheld::Nothing);
+    assert_once_each("SCRAM-SHA-512", config);
 
     let wrong = sasl("SCRAM-SHA-512", "alice", "not-the-password");
-    let failed = fails(application(&bootstrap, &dir.path().join("w"), wrong));
+    let failed = fails(application(bootstrap, &dir.join("w"), wrong));
     assert_clear("a wrong password", &failed, &["Authentication"]);
 
-    let config = application(&bootstrap, &dir.path().join("g"), scram.clone());
-    grant(&bootstrap, dir.path(), &config, Withheld::GroupRead);
+    let config = granted(bootstrap, dir, "g", scram.clone(), Withheld::GroupRead);
     let failed = fails(config);
     assert_clear("the group's READ missing", &failed, &["GroupAuthorization"]);
 
-    let config = application(&bootstrap, &dir.path().join("t"), scram);
-    grant(&bootstrap, dir.path(), &config, Withheld::InputRead);
+    let config = granted(bootstrap, dir, "t", scram, Withheld::InputRead);
     let failed = fails(config);
     assert_clear(
         "the input topic's READ missing",
@@ -328,7 +343,7 @@ impl Instance {
 }
 
 /// Waits until the changelogs of `config`'s application (read as the admin) hold `rounds`
-/// times every word of [`produce_words`], and checks that they hold exactly that.
+/// times every word of [`application`]'s input, and checks that they hold exactly that.
 /// Checks meanwhile that `instances` still run.
 fn assert_counted(
     bootstrap: &str,
@@ -379,20 +394,18 @@ fn denials(cluster: &Cluster, from: usize) -> Vec<String> {
 
 #[test]
 fn the_documented_acls_are_all_an_application_needs() {
-    if bootstrap("the_documented_acls_are_all_an_application_needs").is_none() {
+    let Some((cluster, dir)) = sasl_cluster("the_documented_acls_are_all_an_application_needs")
+    else {
         return;
-    }
-    let cluster = Cluster::start_sasl(1);
-    let bootstrap = cluster.bootstrap().to_owned();
-    let dir = tempfile::tempdir().expect("dir");
+    };
+    let (bootstrap, dir) = (cluster.bootstrap(), dir.path());
     let scram = sasl("SCRAM-SHA-512", "alice", "alice-secret");
     let config = TasksConfig {
         processing_guarantee: ProcessingGuarantee::ExactlyOnceV2,
-        ..application(&bootstrap, &dir.path().join("a"), scram)
+        ..granted(bootstrap, dir, "a", scram, Withheld::Nothing)
     };
-    grant(&bootstrap, dir.path(), &config, Withheld::Nothing);
     let second = TasksConfig {
-        state_dir: dir.path().join("b"),
+        state_dir: dir.join("b"),
         ..config.clone()
     };
     let input = config.input_topics[0].clone();
@@ -400,18 +413,18 @@ fn the_documented_acls_are_all_an_application_needs() {
     // Two instances, then one of them restarted while the input grows.
     let mut a = Instance::start(config.clone());
     let mut b = Instance::start(second.clone());
-    assert_counted(&bootstrap, &config, 1, &mut [&mut a, &mut b]);
+    assert_counted(bootstrap, &config, 1, &mut [&mut a, &mut b]);
     a.stop();
-    produce_words(&bootstrap, &input);
+    produce_words_with(bootstrap, &admin(), &input, RECORDS);
     let mut a = Instance::start(config.clone());
-    assert_counted(&bootstrap, &config, 2, &mut [&mut a, &mut b]);
+    assert_counted(bootstrap, &config, 2, &mut [&mut a, &mut b]);
     let denied = denials(&cluster, 0);
     assert!(denied.is_empty(), "the broker denied alice: {denied:#?}");
 
     // The group's READ removed from the running application stops both instances.
-    remove_acl(&bootstrap, dir.path(), &group_read(&config.application_id));
+    remove_acl(bootstrap, dir, &group_read(&config.application_id));
     let removed = Instant::now();
-    produce_words(&bootstrap, &input);
+    produce_words_with(bootstrap, &admin(), &input, RECORDS);
     assert_clear(
         "the group's READ removed, instance a",
         &a.failed(removed),
@@ -426,10 +439,10 @@ fn the_documented_acls_are_all_an_application_needs() {
     // Restored, the application resumes where its commits left it: nothing lost, nothing
     // counted twice.
     let restored = cluster.log(1).len();
-    add_acl(&bootstrap, dir.path(), &group_read(&config.application_id));
+    add_acl(bootstrap, dir, &group_read(&config.application_id));
     let mut a = Instance::start(config.clone());
     let mut b = Instance::start(second);
-    assert_counted(&bootstrap, &config, 3, &mut [&mut a, &mut b]);
+    assert_counted(bootstrap, &config, 3, &mut [&mut a, &mut b]);
     a.stop();
     b.stop();
     let denied = denials(&cluster, restored);

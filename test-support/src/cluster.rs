@@ -54,8 +54,9 @@ impl Cluster {
 
     /// Starts `nodes` Apache Kafka nodes whose client listener is SASL_PLAINTEXT, with the
     /// StandardAuthorizer: PLAIN users `admin` (a super user) and `alice`, SCRAM-SHA-512 user
-    /// `alice`, the password of each `<name>-secret`; a resource without ACLs is open to
-    /// every user, one with ACLs only to those they name (see `scripts/broker.sh`).
+    /// `alice`, the password of each `<name>-secret`, and OAUTHBEARER with tokens signed by a
+    /// key of [`oauth_keys`](Cluster::oauth_keys); a resource without ACLs is open to every
+    /// user, one with ACLs only to those they name (see `scripts/broker.sh`).
     ///
     /// # Panics
     /// As [`start`](Cluster::start).
@@ -123,6 +124,21 @@ impl Cluster {
     /// [`start_sasl_ssl`]: Cluster::start_sasl_ssl
     pub fn certs(&self) -> &Path {
         &self.tls.as_ref().expect("a sasl_ssl cluster").1
+    }
+
+    /// The directory of the OAUTHBEARER keys of a [`start_sasl`] or [`start_sasl_ssl`]
+    /// cluster, RSA keys in PKCS#8 PEM: `oauth.key`, whose RS256 signature the nodes accept
+    /// on a JWT (key id `statestore-test`, its public half in `jwks.json`) of issuer
+    /// `statestore-test` for audience `statestore`, its `sub` claim the principal; and
+    /// `rogue.key`, another key, whose signature they refuse.
+    ///
+    /// # Panics
+    /// When the cluster was started by neither.
+    ///
+    /// [`start_sasl`]: Cluster::start_sasl
+    /// [`start_sasl_ssl`]: Cluster::start_sasl_ssl
+    pub fn oauth_keys(&self) -> PathBuf {
+        PathBuf::from(self.script(&["oauth"]))
     }
 
     /// The number of nodes.

@@ -8,7 +8,12 @@
 //! connection (`BrokerTransportFailure`), the code of a broker that is merely down; and an
 //! `SSL` or `Authentication` code does not say which certificate or mechanism failed. The
 //! text does: librdkafka logs it (facility `FAIL`) just before it queues the error, and a
-//! [`WatchedContext`] keeps it.
+//! [`WatchedContext`] keeps it. An authentication error that no connection made, an
+//! OAUTHBEARER token the client could not get (its token endpoint refused it, or handed out
+//! one already expired), is logged by no `FAIL` line: its text comes with the error event
+//! alone, which rdkafka hands to the context's `error` before the poll returns the bare code,
+//! and the context keeps that too, with the endpoint and HTTP status of a refused token
+//! request, which only librdkafka's log line before it (facility `OIDC`) names.
 
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
@@ -29,7 +34,13 @@ const CERTIFICATE_ALERTS: [u8; 7] = [42, 43, 44, 45, 46, 48, 116];
 #[derive(Debug, Default)]
 pub struct WatchedContext {
     last_failure: Mutex<Option<String>>,
+    /// librdkafka's last error logged of a token request (OIDC), until the authentication
+    /// error it explains comes.
+    token_request: Mutex<Option<String>>,
 }
+
+/// How librdkafka's error event of a token it could not get begins.
+const NO_TOKEN: &str = "Failed to acquire SASL OAUTHBEARER token: ";
 
 impl WatchedContext {
     /// What librdkafka said of the last connection it lost or could not make.
@@ -48,21 +59,24 @@ impl WatchedContext {
     /// authentication, a lost connection), whose code alone does not say what was refused.
     pub fn explain(&self, err: &KafkaError) -> Option<String> {
         use RDKafkaErrorCode as C;
-        let connection = matches!(
-            err.rdkafka_error_code(),
-            Some(
-                C::SSL
-                    | C::Authentication
-                    | C::SaslAuthenticationFailed
-                    | C::BrokerTransportFailure
-                    | C::AllBrokersDown
-            )
-        );
+        let connection = is_authentication(err)
+            || matches!(
+                err.rdkafka_error_code(),
+                Some(C::SSL | C::BrokerTransportFailure | C::AllBrokersDown)
+            );
         let failure = self.last_failure().filter(|_| connection)?;
         if is_certificate_refusal(&failure) {
             return Some(format!(
                 "the broker refused this client's certificate (ssl.certificate.location, \
                  ssl.key.location; is it signed by a CA the broker trusts?): {failure}"
+            ));
+        }
+        // The broker's whole answer to an OAUTHBEARER token it refuses (RFC 7628): the
+        // reason is in its own log only.
+        if failure.contains(r#"{"status":"invalid_token"}"#) {
+            return Some(format!(
+                "the broker refused this client's OAUTHBEARER token (its signature, issuer, \
+                 audience or expiry; the broker's log says which): {failure}"
             ));
         }
         Some(failure)
@@ -75,7 +89,50 @@ impl ClientContext for WatchedContext {
         if fac == "FAIL" {
             *self.last_failure.lock() = Some(log_message.to_owned());
         }
+        let error = matches!(
+            level,
+            RDKafkaLogLevel::Emerg
+                | RDKafkaLogLevel::Alert
+                | RDKafkaLogLevel::Critical
+                | RDKafkaLogLevel::Error
+        );
+        if fac == "OIDC" && error {
+            *self.token_request.lock() = Some(log_message.to_owned());
+        }
     }
+
+    /// Logs as rdkafka's default context does, and keeps the text of an authentication
+    /// error. Only that: the text of a lost connection's event ("1/1 brokers are down") says
+    /// less than the `FAIL` line before it.
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::error!(target: "librdkafka", "librdkafka: {error}: {reason}");
+        if !is_authentication(&error) || reason.is_empty() {
+            return;
+        }
+        let failure = match reason.strip_prefix(NO_TOKEN) {
+            Some(detail) => {
+                // The log line of the request says the same and more; an older one, of
+                // another failure, does not hold this one's words.
+                let request = self.token_request.lock().take();
+                let request = request.filter(|request| request.contains(detail));
+                format!(
+                    "this client could not get an OAUTHBEARER token (sasl.oauthbearer.*): {}",
+                    request.as_deref().unwrap_or(detail)
+                )
+            }
+            None => reason.to_owned(),
+        };
+        *self.last_failure.lock() = Some(failure);
+    }
+}
+
+/// Whether `err` is librdkafka's or the broker's refusal of this client's credentials.
+fn is_authentication(err: &KafkaError) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        err.rdkafka_error_code(),
+        Some(C::Authentication | C::SaslAuthenticationFailed)
+    )
 }
 
 impl ConsumerContext for WatchedContext {}
@@ -179,5 +236,47 @@ mod tests {
         assert_eq!(context.explain(&denied), None);
         context.log(RDKafkaLogLevel::Debug, "BROKER", "something else");
         assert!(context.certificate_refused().is_some());
+    }
+
+    /// librdkafka 2.12's words for a token it could not get, which come with the error event
+    /// and no `FAIL` line: one its OIDC token endpoint refused, logged before the event, and
+    /// an expired one, not logged.
+    #[test]
+    fn an_authentication_error_event_explains_itself_and_a_lost_connection_does_not() {
+        let context = WatchedContext::default();
+        context.log(
+            RDKafkaLogLevel::Error,
+            "FAIL",
+            "Receive failed: SSL alert number 42",
+        );
+        let down = || KafkaError::Global(RDKafkaErrorCode::AllBrokersDown);
+        context.error(down(), "1/1 brokers are down");
+        assert!(context.certificate_refused().is_some());
+
+        let event = || KafkaError::Global(RDKafkaErrorCode::Authentication);
+        let polled = KafkaError::MessageConsumption(RDKafkaErrorCode::Authentication);
+        let request = r#"Failed to retrieve OIDC token from "http://127.0.0.1:1/token": {"error":"invalid_client"} (401)"#;
+        context.log(RDKafkaLogLevel::Error, "OIDC", request);
+        let refused = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
+        context.error(event(), refused);
+        let explained = context.explain(&polled).expect("explained");
+        assert!(explained.ends_with(request), "{explained}");
+        assert!(explained.contains("OAUTHBEARER token"), "{explained}");
+
+        let expired = "Must supply an unexpired token: now=1765101600000ms, exp=1765101540000ms";
+        context.log(RDKafkaLogLevel::Error, "OIDC", request);
+        context.error(event(), &format!("{NO_TOKEN}{expired}"));
+        let explained = context.explain(&polled).expect("explained");
+        assert!(explained.ends_with(expired), "{explained}");
+        assert!(!explained.contains("401"), "{explained}");
+
+        let invalid = r#"sasl_plaintext://127.0.0.1:25410/bootstrap: SASL authentication error: {"status":"invalid_token"} (after 308ms in state AUTH_REQ)"#;
+        context.log(RDKafkaLogLevel::Error, "FAIL", invalid);
+        let explained = context.explain(&polled).expect("explained");
+        assert!(explained.ends_with(invalid), "{explained}");
+        assert!(
+            explained.contains("refused this client's OAUTHBEARER token"),
+            "{explained}"
+        );
     }
 }

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
+use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use store_api::ErrorKind;
 
@@ -344,6 +345,12 @@ impl ClientContext for GroupContext {
     /// [`Shared::connection`](super::shared::Shared::connection)).
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
         self.shared.connection.log(level, fac, log_message);
+    }
+
+    /// Logs through `tracing` and keeps the text of an authentication error (see
+    /// [`Shared::connection`](super::shared::Shared::connection)).
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.shared.connection.error(error, reason);
     }
 
     /// librdkafka's statistics (every `statistics.interval.ms`): each task's lag, the records

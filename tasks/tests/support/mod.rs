@@ -119,6 +119,34 @@ pub fn produce(
     expected
 }
 
+/// Writes `records` records (record `i` keyed and valued [`word`]`(i)`) to `topic` with the
+/// client `properties` of a secured cluster, partitioned by librdkafka's default partitioner.
+pub fn produce_words_with(
+    bootstrap: &str,
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    records: u64,
+) {
+    let mut producer = ClientConfig::new();
+    for (key, value) in properties {
+        producer.set(key, value);
+    }
+    let producer: BaseProducer = producer
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("producer");
+    for i in 0..records {
+        let word = word(i);
+        send_waiting(
+            &producer,
+            BaseRecord::to(topic)
+                .key(word.as_bytes())
+                .payload(word.as_bytes()),
+        );
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
 /// Queues `record` on `producer`, serving delivery reports while its queue is full.
 pub fn send_waiting(producer: &BaseProducer, mut record: BaseRecord<'_, [u8], [u8]>) {
     while let Err((_, back)) = producer.send(record) {
@@ -312,13 +340,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<Read> {
         .expect("consumer");
     let mut assignment = TopicPartitionList::new();
     let mut ends = BTreeMap::new();
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
-    let partitions = metadata
-        .topics()
-        .first()
-        .map_or(0, |t| t.partitions().len());
+    let partitions = partition_count(&consumer, topic);
     for partition in 0..partitions {
         let partition = i32::try_from(partition).expect("small");
         let (_, high) = consumer
@@ -353,6 +375,17 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<Read> {
     read
 }
 
+/// The number of partitions of `topic`, as `consumer` fetches them.
+fn partition_count(consumer: &BaseConsumer, topic: &str) -> usize {
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    metadata
+        .topics()
+        .first()
+        .map_or(0, |t| t.partitions().len())
+}
+
 /// The value of every record of `topic` a `read_committed` reader sees: the records of
 /// committed transactions only, each partition read from its start to its last stable
 /// offset (the end of the last transaction decided). Read once every transaction writing to
@@ -369,13 +402,7 @@ pub fn read_committed_values(bootstrap: &str, topic: &str) -> Vec<String> {
         .set("enable.auto.commit", "false")
         .create()
         .expect("consumer");
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
-    let partitions = metadata
-        .topics()
-        .first()
-        .map_or(0, |t| t.partitions().len());
+    let partitions = partition_count(&consumer, topic);
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {
         let partition = i32::try_from(partition).expect("small");

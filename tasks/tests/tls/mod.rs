@@ -6,19 +6,14 @@
 //! certificate or with one the broker does not trust, each end the run with an error naming
 //! TLS within seconds, never a hang or a timeout.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use statestore_tasks::{Application, TasksConfig};
+use statestore_tasks::TasksConfig;
 use statestore_test_support::Cluster;
 
-use super::{PARTITIONS, RECORDS, assert_clear, fails};
-use crate::support::{bootstrap, config, count_word, send_waiting, unique, word};
+use super::{PARTITIONS, RECORDS, acl_command_as, assert_clear, assert_once_each, fails};
+use crate::support::{bootstrap, config, produce_words_with, unique};
 
 fn properties(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -68,24 +63,7 @@ fn mtls(certs: &Path, client: Option<&str>) -> BTreeMap<String, String> {
 fn words(bootstrap: &str, admin: &BTreeMap<String, String>) -> String {
     let input = unique("tls-input");
     statestore_tasks::create_topic_with(bootstrap, admin, &input, PARTITIONS).expect("input topic");
-    let mut producer = ClientConfig::new();
-    for (key, value) in admin {
-        producer.set(key, value);
-    }
-    let producer: BaseProducer = producer
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("producer");
-    for i in 0..RECORDS {
-        let word = word(i);
-        send_waiting(
-            &producer,
-            BaseRecord::to(&input)
-                .key(word.as_bytes())
-                .payload(word.as_bytes()),
-        );
-    }
-    producer.flush(Duration::from_secs(30)).expect("flush");
+    produce_words_with(bootstrap, admin, &input, RECORDS);
     input
 }
 
@@ -93,64 +71,27 @@ fn words(bootstrap: &str, admin: &BTreeMap<String, String>) -> String {
 /// ACL tool over SASL_SSL: the cases here are about TLS, and so pass whatever
 /// `allow.everyone.if.no.acl.found` the script sets.
 fn grant_all(cluster: &Cluster, dir: &Path) {
-    let certs = cluster.certs();
-    let properties = dir.join("admin-ssl.properties");
-    std::fs::write(
-        &properties,
-        format!(
-            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=\
-             org.apache.kafka.common.security.plain.PlainLoginModule required \
-             username=\"admin\" password=\"admin-secret\";\n\
-             ssl.truststore.type=PEM\nssl.truststore.location={}\n",
-            cert(certs, "ca.pem")
-        ),
-    )
-    .expect("admin properties");
-    let classpath = statestore_test_support::kafka_classpath();
-    let out = Command::new("java")
-        .args(["-cp", &classpath, "org.apache.kafka.tools.AclCommand"])
-        .args([
-            "--bootstrap-server",
-            cluster.bootstrap(),
-            "--command-config",
-        ])
-        .arg(&properties)
-        .args(["--add", "--allow-principal", "User:alice"])
-        .args(["--allow-principal", "User:carol", "--operation", "All"])
-        .args(["--topic", "*", "--group", "*"])
-        .output()
-        .expect("running kafka's AclCommand");
-    assert!(
-        out.status.success(),
-        "AclCommand: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let admin = format!(
+        "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=\
+         org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=\"admin\" password=\"admin-secret\";\n\
+         ssl.truststore.type=PEM\nssl.truststore.location={}\n",
+        cert(cluster.certs(), "ca.pem")
     );
-}
-
-/// Runs `config` until it has processed every record of its input or `timeout` passed, and
-/// returns how many distinct records (partition, offset) it processed and how many times it
-/// processed one already seen.
-fn run_once_each(config: TasksConfig, timeout: Duration) -> store_api::Result<(u64, u64)> {
-    let seen = Arc::new(Mutex::new((BTreeSet::new(), 0u64)));
-    let seen_by_processor = Arc::clone(&seen);
-    let mut processor = move |ctx: &mut statestore_tasks::ProcessorContext<'_>| {
-        let mut seen = seen_by_processor.lock().expect("not poisoned");
-        if !seen.0.insert((ctx.partition(), ctx.offset())) {
-            seen.1 += 1;
-        }
-        drop(seen);
-        count_word(ctx)
-    };
-    let distinct = || seen.lock().expect("not poisoned").0.len() as u64;
-    let mut app = Application::new(config)?;
-    let deadline = Instant::now() + timeout;
-    while distinct() < RECORDS && Instant::now() < deadline {
-        app.poll(Duration::from_millis(50), &mut processor)?;
-    }
-    app.close()?;
-    let seen = seen.lock().expect("not poisoned");
-    Ok((seen.0.len() as u64, seen.1))
+    let args = [
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--allow-principal",
+        "User:carol",
+    ];
+    let all = ["--operation", "All", "--topic", "*", "--group", "*"];
+    acl_command_as(
+        cluster.bootstrap(),
+        dir,
+        &admin,
+        &[&args[..], &all].concat(),
+    );
 }
 
 /// A word count as `properties`' principal through `bootstrap` on a new input topic:
@@ -168,15 +109,7 @@ fn assert_exact(
         properties: properties.clone(),
         ..config(bootstrap, &unique("tls"), &input, dir)
     };
-    let started = Instant::now();
-    let (distinct, again) = run_once_each(config, Duration::from_secs(120))
-        .unwrap_or_else(|err| panic!("{case}: {err}"));
-    eprintln!("{case}: {distinct} records in {:?}", started.elapsed());
-    assert_eq!(
-        (distinct, again),
-        (RECORDS, 0),
-        "{case}: records processed, and again"
-    );
+    assert_once_each(case, config);
 }
 
 #[test]

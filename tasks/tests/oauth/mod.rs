@@ -1,0 +1,287 @@
+//! OAUTHBEARER, in the `secured_kafka` test binary: librdkafka's OIDC client-credentials
+//! method against a token endpoint the test runs on loopback, on a broker of the test's own
+//! started with `STATESTORE_BROKER_SECURITY=sasl`. The broker validates a token with Kafka's
+//! `OAuthBearerValidatorCallbackHandler`: its RS256 signature against the script's JWKS, its
+//! expiry, issuer and audience; its `sub` claim is the principal, here alice, so the
+//! authoriser applies the ACLs the other SASL cases grant her. An application that gets
+//! alice's token processes every record once; a wrong client secret, a token that has
+//! expired when the endpoint hands it out, and one signed by a key the broker does not know
+//! each end the run with an authentication error naming the cause within seconds.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{Withheld, application, assert_clear, assert_once_each, fails, granted, sasl_cluster};
+
+/// The client the token endpoint knows.
+const CLIENT_ID: &str = "wordcount";
+const CLIENT_SECRET: &str = "wordcount-secret";
+
+/// The tokens a [`TokenEndpoint`] hands out.
+struct Token {
+    /// The `sub` claim: the principal.
+    subject: &'static str,
+    /// Seconds from issue to expiry; negative, expired when issued.
+    lifetime: i64,
+    /// The RSA key (PKCS#8 PEM) that signs it.
+    key: PathBuf,
+}
+
+/// A token endpoint (OAuth 2.0's client credentials grant) on loopback, served by a thread
+/// of its own until dropped, a panicking test's too. To a POST of grant type
+/// `client_credentials` whose Basic authorisation is [`CLIENT_ID`] and [`CLIENT_SECRET`] it
+/// answers with a JWT of its [`Token`]; any other request gets 401 `invalid_client`.
+struct TokenEndpoint {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TokenEndpoint {
+    fn start(token: Token) -> TokenEndpoint {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("the endpoint's address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::Relaxed) {
+                    break;
+                }
+                let answered = stream.and_then(|stream| answer(&stream, &token));
+                if let Err(err) = answered {
+                    eprintln!("token endpoint: {err}");
+                }
+            }
+        });
+        TokenEndpoint {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/token", self.addr)
+    }
+}
+
+impl Drop for TokenEndpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // A connection wakes the thread from `accept`; it sees the flag and returns.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Reads one HTTP request from `stream` and answers it (see [`TokenEndpoint`]).
+fn answer(stream: &TcpStream, token: &Token) -> std::io::Result<()> {
+    // A client that stalls mid-request cannot hold the endpoint up.
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let (mut authorization, mut length) = (None, 0);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("authorization") {
+                authorization = Some(value.to_owned());
+            } else if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let credentials = format!("{CLIENT_ID}:{CLIENT_SECRET}");
+    let expected = format!("Basic {}", base64(credentials.as_bytes(), false));
+    let granted = request_line.starts_with("POST ")
+        && authorization.as_deref() == Some(expected.as_str())
+        && String::from_utf8_lossy(&body)
+            .split('&')
+            .any(|pair| pair == "grant_type=client_credentials");
+    let (status, json) = if granted {
+        let jwt = signed_jwt(token)?;
+        let json = format!(
+            r#"{{"access_token":"{jwt}","token_type":"bearer","expires_in":{}}}"#,
+            token.lifetime
+        );
+        ("200 OK", json)
+    } else {
+        (
+            "401 Unauthorized",
+            r#"{"error":"invalid_client"}"#.to_owned(),
+        )
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{json}",
+        json.len()
+    );
+    let mut out = stream;
+    out.write_all(response.as_bytes())
+}
+
+/// A JWT (RFC 7519) of `token`, signed with RS256 by `openssl`: issued now by
+/// `statestore-test` for audience `statestore`, as the test brokers expect.
+fn signed_jwt(token: &Token) -> std::io::Result<String> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let now = i64::try_from(now).expect("seconds since 1970");
+    let header = r#"{"alg":"RS256","typ":"JWT","kid":"statestore-test"}"#;
+    let claims = format!(
+        r#"{{"sub":"{}","iss":"statestore-test","aud":"statestore","iat":{now},"exp":{}}}"#,
+        token.subject,
+        now + token.lifetime
+    );
+    let signed = format!(
+        "{}.{}",
+        base64(header.as_bytes(), true),
+        base64(claims.as_bytes(), true)
+    );
+    let signature = rs256(&token.key, signed.as_bytes())?;
+    Ok(format!("{signed}.{}", base64(&signature, true)))
+}
+
+/// The RSASSA-PKCS1-v1_5 SHA-256 signature of `data` by `key`.
+fn rs256(key: &Path, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut openssl = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    openssl.stdin.take().expect("piped").write_all(data)?;
+    let out = openssl.wait_with_output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "openssl dgst: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(out.stdout)
+}
+
+/// `bytes` in base64: the standard alphabet with padding, or with `url` the URL-safe one
+/// without (as JWTs are written).
+fn base64(bytes: &[u8], url: bool) -> String {
+    const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let bits = chunk.iter().enumerate().fold(0u32, |bits, (i, &byte)| {
+            bits | u32::from(byte) << (16 - 8 * i)
+        });
+        for i in 0..=chunk.len() {
+            let digit = STANDARD[usize::try_from((bits >> (18 - 6 * i)) & 63).expect("6 bits")];
+            out.push(match digit {
+                b'+' if url => '-',
+                b'/' if url => '_',
+                digit => char::from(digit),
+            });
+        }
+        if !url {
+            out.push_str(&"=="[..3 - chunk.len()]);
+        }
+    }
+    out
+}
+
+/// librdkafka's OIDC client-credentials properties: [`CLIENT_ID`] with `secret`, its token
+/// from `endpoint`.
+fn oidc(endpoint: &TokenEndpoint, secret: &str) -> BTreeMap<String, String> {
+    [
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "OAUTHBEARER"),
+        ("sasl.oauthbearer.method", "oidc"),
+        ("sasl.oauthbearer.client.id", CLIENT_ID),
+        ("sasl.oauthbearer.client.secret", secret),
+        ("sasl.oauthbearer.token.endpoint.url", &endpoint.url()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect()
+}
+
+#[test]
+fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_seconds() {
+    let Some((cluster, dir)) = sasl_cluster(
+        "oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_seconds",
+    ) else {
+        return;
+    };
+    let (bootstrap, dir) = (cluster.bootstrap(), dir.path());
+    let keys = cluster.oauth_keys();
+    let token = |lifetime, key| Token {
+        subject: "alice",
+        lifetime,
+        key: keys.join(key),
+    };
+    let alice = TokenEndpoint::start(token(3600, "oauth.key"));
+
+    let properties = oidc(&alice, CLIENT_SECRET);
+    let config = granted(bootstrap, dir, "o", properties, Withheld::Nothing);
+    assert_once_each("OAUTHBEARER, OIDC client credentials", config);
+
+    let wrong = oidc(&alice, "not-the-secret");
+    let failed = fails(application(bootstrap, &dir.join("w"), wrong));
+    assert_clear(
+        "a wrong client secret",
+        &failed,
+        &["Authentication", "OAUTHBEARER token", "401"],
+    );
+
+    // A run with the client's own secret, on an endpoint handing out `token`.
+    let refused = |case: &str, state: &str, token: Token, names: &[&str]| {
+        let endpoint = TokenEndpoint::start(token);
+        let properties = oidc(&endpoint, CLIENT_SECRET);
+        let failed = fails(application(bootstrap, &dir.join(state), properties));
+        assert_clear(case, &failed, names);
+    };
+    let expired = ["Authentication", "OAUTHBEARER token", "unexpired token"];
+    refused("an expired token", "e", token(-60, "oauth.key"), &expired);
+    let forged = ["Authentication", "OAUTHBEARER token", "invalid_token"];
+    refused(
+        "a token signed by another key",
+        "f",
+        token(3600, "rogue.key"),
+        &forged,
+    );
+    let log = cluster.log(1);
+    assert!(
+        log.contains("JWT rejected due to invalid signature"),
+        "the broker's log does not say it checked the signature"
+    );
+}
+
+#[test]
+fn base64_is_rfc_4648() {
+    for (bytes, standard, url) in [
+        (&b""[..], "", ""),
+        (b"f", "Zg==", "Zg"),
+        (b"fo", "Zm8=", "Zm8"),
+        (b"foo", "Zm9v", "Zm9v"),
+        (b"foob", "Zm9vYg==", "Zm9vYg"),
+        (b"\xfb\xff", "+/8=", "-_8"),
+    ] {
+        assert_eq!(base64(bytes, false), standard);
+        assert_eq!(base64(bytes, true), url);
+    }
+}
