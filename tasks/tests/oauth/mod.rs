@@ -183,25 +183,13 @@ fn rs256(key: &Path, data: &[u8]) -> std::io::Result<Vec<u8>> {
 /// `bytes` in base64: the standard alphabet with padding, or with `url` the URL-safe one
 /// without (as JWTs are written).
 fn base64(bytes: &[u8], url: bool) -> String {
-    const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let bits = chunk.iter().enumerate().fold(0u32, |bits, (i, &byte)| {
-            bits | u32::from(byte) << (16 - 8 * i)
-        });
-        for i in 0..=chunk.len() {
-            let digit = STANDARD[usize::try_from((bits >> (18 - 6 * i)) & 63).expect("6 bits")];
-            out.push(match digit {
-                b'+' if url => '-',
-                b'/' if url => '_',
-                digit => char::from(digit),
-            });
-        }
-        if !url {
-            out.push_str(&"=="[..3 - chunk.len()]);
-        }
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    if url {
+        URL_SAFE_NO_PAD.encode(bytes)
+    } else {
+        STANDARD.encode(bytes)
     }
-    out
 }
 
 /// librdkafka's OIDC client-credentials properties: [`CLIENT_ID`] with `secret`, its token
@@ -269,19 +257,4 @@ fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_sec
         log.contains("JWT rejected due to invalid signature"),
         "the broker's log does not say it checked the signature"
     );
-}
-
-#[test]
-fn base64_is_rfc_4648() {
-    for (bytes, standard, url) in [
-        (&b""[..], "", ""),
-        (b"f", "Zg==", "Zg"),
-        (b"fo", "Zm8=", "Zm8"),
-        (b"foo", "Zm9v", "Zm9v"),
-        (b"foob", "Zm9vYg==", "Zm9vYg"),
-        (b"\xfb\xff", "+/8=", "-_8"),
-    ] {
-        assert_eq!(base64(bytes, false), standard);
-        assert_eq!(base64(bytes, true), url);
-    }
 }
