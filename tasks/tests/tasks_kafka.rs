@@ -44,16 +44,18 @@ struct Instance {
 
 impl Instance {
     fn start(config: TasksConfig) -> Instance {
-        Instance::start_with(config, Box::new(statestore_changelog::NoopRestoreListener))
+        let listener = Box::new(statestore_changelog::NoopRestoreListener);
+        Instance::start_with(config, listener, Arc::new(AtomicU64::new(0)))
     }
 
-    /// [`start`](Instance::start), telling `listener` how each restore goes.
+    /// [`start`](Instance::start), telling `listener` how each restore goes and counting
+    /// the records it processes in `processed`.
     fn start_with(
         config: TasksConfig,
         listener: Box<dyn statestore_changelog::RestoreListener + Send>,
+        processed: Arc<AtomicU64>,
     ) -> Instance {
         let stop = Arc::new(AtomicBool::new(false));
-        let processed = Arc::new(AtomicU64::new(0));
         let tasks = Arc::new(Mutex::new(Vec::new()));
         let standbys = Arc::new(Mutex::new(Vec::new()));
         let (stop2, processed2, tasks2) = (stop.clone(), processed.clone(), tasks.clone());
@@ -1031,29 +1033,14 @@ fn a_restore_longer_than_max_poll_interval_causes_no_rebalance() {
         at_start: at_start.clone(),
         at_end: at_end.clone(),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let a_config = config(dir_a.path());
-    let (stop_a, processed_a) = (stop.clone(), processed.clone());
-    let a = thread::spawn(move || {
-        let mut app = Application::with_listener(a_config, Box::new(listener))?;
-        let mut events = Vec::new();
-        while !stop_a.load(Ordering::Relaxed) {
-            if app.poll(Duration::from_millis(50), &mut count_word)? {
-                processed_a.fetch_add(1, Ordering::Relaxed);
-            }
-            events.extend(app.take_events());
-        }
-        app.close()?;
-        events.extend(app.take_events());
-        Ok::<_, store_api::Error>(events)
-    });
+    let a = Instance::start_with(config(dir_a.path()), Box::new(listener), processed.clone());
     let started = wait_until(Duration::from_secs(60), || {
-        processed.load(Ordering::Relaxed) >= n || a.is_finished()
+        processed.load(Ordering::Relaxed) >= n || a.ended()
     });
     assert!(
-        started && !a.is_finished(),
+        started && !a.ended(),
         "A: {:?}",
-        a.is_finished().then(|| a.join())
+        a.ended().then(|| a.finish())
     );
     let b = Instance::start(config(dir_b.path()));
     assert!(
@@ -1074,8 +1061,7 @@ fn a_restore_longer_than_max_poll_interval_causes_no_rebalance() {
         produce(&bootstrap, &input, PARTITIONS, 2 * n..3 * n),
     );
     wait_total(&done, 3 * n);
-    stop.store(true, Ordering::Relaxed);
-    let events = a.join().expect("A's thread").expect("A ran");
+    let events = a.stop();
     assert!(
         at_end.load(Ordering::Relaxed) > at_start.load(Ordering::Relaxed),
         "A processed nothing during the slow restore ({} then {})",
@@ -1149,7 +1135,8 @@ fn a_task_revoked_while_it_restores_never_fences_its_new_owner() {
         release: release.clone(),
         held: held.clone(),
     };
-    let a = Instance::start_with(config(dir_a.path()), Box::new(listener));
+    let processed = Arc::new(AtomicU64::new(0));
+    let a = Instance::start_with(config(dir_a.path()), Box::new(listener), processed);
     assert!(
         wait_until(Duration::from_secs(60), || held.load(Ordering::Relaxed) > 0),
         "A never restored"

@@ -150,6 +150,31 @@ fn outputs(bootstrap: &str, topic: &str) -> BTreeMap<(i32, i64), u32> {
     counts
 }
 
+/// Stops `feeder`, waits up to `timeout_s` seconds until `instances` processed every line it
+/// fed, stops them, and checks that every input has exactly one output and the stores are
+/// exact. Returns the lines fed.
+fn finish(
+    bootstrap: &str,
+    names: &Names,
+    feeder: Feeder,
+    timeout_s: u64,
+    mut instances: Vec<Instance>,
+) -> u64 {
+    let lines = feeder.stop();
+    wait_complete(
+        bootstrap,
+        (&names.topic, &names.app),
+        Duration::from_secs(timeout_s),
+        &mut instances.iter_mut().collect::<Vec<_>>(),
+    );
+    for instance in instances {
+        instance.stop();
+    }
+    assert_each_output_once(bootstrap, names);
+    assert_exact(bootstrap, &names.app, lines);
+    lines
+}
+
 /// Every record of the input topic has exactly one output.
 fn assert_each_output_once(bootstrap: &str, names: &Names) {
     let inputs = ends(&reader(bootstrap), &names.topic);
@@ -242,18 +267,7 @@ fn kill_9_at_random_moments_leaves_each_output_exactly_once() {
     }
     let [a, b] = &mut instances;
     watch(Duration::from_secs(2), &mut [a, b]);
-    let lines = feeder.stop();
-    wait_complete(
-        &bootstrap,
-        (&names.topic, &names.app),
-        Duration::from_secs(180),
-        &mut [a, b],
-    );
-    let [a, b] = instances;
-    a.stop();
-    b.stop();
-    assert_each_output_once(&bootstrap, &names);
-    assert_exact(&bootstrap, &names.app, lines);
+    let lines = finish(&bootstrap, &names, feeder, 180, Vec::from(instances));
     eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
 }
 
@@ -322,17 +336,7 @@ fn a_zombie_past_its_session_leaves_nothing_visible() {
         }
     }
 
-    let lines = feeder.stop();
-    wait_complete(
-        &bootstrap,
-        (&names.topic, &names.app),
-        Duration::from_secs(120),
-        &mut [&mut a, &mut b],
-    );
-    a.stop();
-    b.stop();
-    assert_each_output_once(&bootstrap, &names);
-    assert_exact(&bootstrap, &names.app, lines);
+    let lines = finish(&bootstrap, &names, feeder, 120, vec![a, b]);
     eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
 }
 
@@ -394,18 +398,7 @@ fn a_zombie_past_its_transaction_timeout_steps_aside() {
             }
         }
     }
-    let lines = feeder.stop();
-    wait_complete(
-        &bootstrap,
-        (&names.topic, &names.app),
-        Duration::from_secs(120),
-        &mut instances.iter_mut().collect::<Vec<_>>(),
-    );
-    for instance in instances {
-        instance.stop();
-    }
-    assert_each_output_once(&bootstrap, &names);
-    assert_exact(&bootstrap, &names.app, lines);
+    let lines = finish(&bootstrap, &names, feeder, 120, instances);
     eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
 }
 
@@ -445,19 +438,9 @@ fn an_aborted_transaction_leaves_the_stores_at_their_last_commit() {
             line.contains("counts: 0 records") && line.contains("letters: 0 records");
         assert!(!line.contains("wiped") && replayed_nothing, "{line}");
     }
-    let lines = feeder.stop();
-    wait_complete(
-        &bootstrap,
-        (&names.topic, &names.app),
-        Duration::from_secs(120),
-        &mut [&mut a],
-    );
-    a.stop();
-    assert_each_output_once(&bootstrap, &names);
-    assert_exact(&bootstrap, &names.app, lines);
+    finish(&bootstrap, &names, feeder, 120, vec![a]);
 }
 
-/// Sends `signal` (`STOP` or `CONT`) to `instance`.
 /// The nodes coordinating the transactions of `app`'s instances, from Apache Kafka's own tool.
 fn coordinators(bootstrap: &str, app: &str) -> Vec<usize> {
     let out = Command::new("java")
@@ -529,20 +512,11 @@ fn a_killed_transaction_coordinator_leaves_no_task_behind() {
         cluster.restart(victim);
         watch(Duration::from_secs(10), &mut [&mut a, &mut b]);
     }
-    let lines = feeder.stop();
-    wait_complete(
-        &bootstrap,
-        (&names.topic, &names.app),
-        Duration::from_secs(180),
-        &mut [&mut a, &mut b],
-    );
-    a.stop();
-    b.stop();
-    assert_each_output_once(&bootstrap, &names);
-    assert_exact(&bootstrap, &names.app, lines);
+    let lines = finish(&bootstrap, &names, feeder, 180, vec![a, b]);
     eprintln!("{lines} lines exactly once in {:?}", started.elapsed());
 }
 
+/// Sends `signal` (`STOP` or `CONT`) to `instance`.
 fn signal(instance: &Instance, signal: &str) {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
