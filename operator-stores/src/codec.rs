@@ -2,7 +2,9 @@
 //!
 //! Keys need an **order-preserving** codec, so that the byte order the store sorts by is the
 //! logical order of the key type and typed ranges mean what they say: [`OrderedKeys`]. Values
-//! only need to round-trip: [`Postcard`] (compact binary, the default) or [`Json`].
+//! only need to round-trip: [`Postcard`] (compact binary, the default) or [`Json`]. Records on
+//! topics written by other clients are often [`Utf8`] strings, [`BigEndian`] integers or
+//! [`Raw`] bytes, as Kafka's own serdes write them.
 //!
 //! [`KeyValueStore`]: store_api::KeyValueStore
 
@@ -111,6 +113,111 @@ where
     fn decode_value(bytes: &[u8]) -> Result<V> {
         serde_json::from_slice(bytes)
             .map_err(|err| Error::Corruption(format!("decoding a value: {err}")))
+    }
+}
+
+/// Bytes as they are (Kafka's `ByteArraySerde`): keys and values of type `Vec<u8>`. Byte
+/// order is the key order, so it is a key codec too.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Raw;
+
+impl KeyCodec<Vec<u8>> for Raw {
+    fn encode_key(key: &Vec<u8>) -> Result<Vec<u8>> {
+        Ok(key.clone())
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<Vec<u8>> {
+        Ok(bytes.to_vec())
+    }
+}
+
+impl ValueCodec<Vec<u8>> for Raw {
+    fn encode_value(value: &Vec<u8>) -> Result<Vec<u8>> {
+        Ok(value.clone())
+    }
+
+    fn decode_value(bytes: &[u8]) -> Result<Vec<u8>> {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// Strings as their UTF-8 bytes (Kafka's `StringSerde`). UTF-8's byte order is the order of
+/// code points, so it is a key codec too. Bytes that are not UTF-8 are a `Corruption` error.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Utf8;
+
+impl KeyCodec<String> for Utf8 {
+    fn encode_key(key: &String) -> Result<Vec<u8>> {
+        Ok(key.as_bytes().to_vec())
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<String> {
+        utf8(bytes)
+    }
+}
+
+impl ValueCodec<String> for Utf8 {
+    fn encode_value(value: &String) -> Result<Vec<u8>> {
+        Ok(value.as_bytes().to_vec())
+    }
+
+    fn decode_value(bytes: &[u8]) -> Result<String> {
+        utf8(bytes)
+    }
+}
+
+fn utf8(bytes: &[u8]) -> Result<String> {
+    String::from_utf8(bytes.to_vec())
+        .map_err(|err| Error::Corruption(format!("decoding a UTF-8 string: {err}")))
+}
+
+/// Integers as fixed-width big-endian bytes (Kafka's `LongSerde`, `IntegerSerde`): values of
+/// `i32`, `i64`, `u32` and `u64`; keys of `u32` and `u64` only, the unsigned ones whose
+/// big-endian bytes sort as the numbers do (for signed keys in order use [`OrderedKeys`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BigEndian;
+
+macro_rules! big_endian {
+    ($($int:ty),*) => {$(
+        impl ValueCodec<$int> for BigEndian {
+            fn encode_value(value: &$int) -> Result<Vec<u8>> {
+                Ok(value.to_be_bytes().to_vec())
+            }
+
+            fn decode_value(bytes: &[u8]) -> Result<$int> {
+                let bytes = <[u8; std::mem::size_of::<$int>()]>::try_from(bytes).map_err(|_| {
+                    Error::Corruption(format!(
+                        "decoding a {}: {} bytes, not {}",
+                        stringify!($int),
+                        bytes.len(),
+                        std::mem::size_of::<$int>()
+                    ))
+                })?;
+                Ok(<$int>::from_be_bytes(bytes))
+            }
+        }
+    )*};
+}
+
+big_endian!(i32, i64, u32, u64);
+
+impl KeyCodec<u32> for BigEndian {
+    fn encode_key(key: &u32) -> Result<Vec<u8>> {
+        <BigEndian as ValueCodec<u32>>::encode_value(key)
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<u32> {
+        <BigEndian as ValueCodec<u32>>::decode_value(bytes)
+    }
+}
+
+impl KeyCodec<u64> for BigEndian {
+    fn encode_key(key: &u64) -> Result<Vec<u8>> {
+        <BigEndian as ValueCodec<u64>>::encode_value(key)
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<u64> {
+        <BigEndian as ValueCodec<u64>>::decode_value(bytes)
     }
 }
 
@@ -260,6 +367,36 @@ mod tests {
         assert!(
             encoded.windows(2).all(|pair| pair[0] < pair[1]),
             "{encoded:?}"
+        );
+    }
+
+    /// Kafka's serdes' bytes: `StringSerializer` writes UTF-8, `LongSerializer` eight
+    /// big-endian bytes; what is not such an encoding is a `Corruption` error, never a panic.
+    #[test]
+    fn wire_codecs_read_what_kafka_serdes_write() {
+        assert_eq!(
+            <BigEndian as ValueCodec<i64>>::encode_value(&-2).expect("encodes"),
+            vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]
+        );
+        assert_eq!(
+            <BigEndian as ValueCodec<i64>>::decode_value(&[0, 0, 0, 0, 0, 0, 1, 0]).ok(),
+            Some(256)
+        );
+        let short = <BigEndian as ValueCodec<i64>>::decode_value(&[1, 2, 3]);
+        assert!(matches!(short, Err(Error::Corruption(_))), "{short:?}");
+        assert_eq!(
+            <BigEndian as KeyCodec<u32>>::encode_key(&7).ok(),
+            Some(vec![0, 0, 0, 7])
+        );
+        assert_eq!(
+            <Utf8 as KeyCodec<String>>::decode_key("é".as_bytes()).ok(),
+            Some("é".into())
+        );
+        let invalid = <Utf8 as ValueCodec<String>>::decode_value(&[0xff, 0xfe]);
+        assert!(matches!(invalid, Err(Error::Corruption(_))), "{invalid:?}");
+        assert_eq!(
+            <Raw as ValueCodec<Vec<u8>>>::decode_value(&[0, 255]).ok(),
+            Some(vec![0, 255])
         );
     }
 }

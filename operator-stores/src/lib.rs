@@ -36,7 +36,7 @@ mod typed;
 pub mod versioned;
 pub mod window;
 
-pub use codec::{Json, KeyCodec, OrderedKeys, Postcard, ValueCodec};
+pub use codec::{BigEndian, Json, KeyCodec, OrderedKeys, Postcard, Raw, Utf8, ValueCodec};
 pub use layout::APP_KEY_TAG;
 pub use lru::LruStore;
 pub use metered::{MeteredRestoreListener, MeteredStore, RecordingLevel};

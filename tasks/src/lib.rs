@@ -53,6 +53,7 @@ mod processor;
 pub mod queries;
 mod runtime;
 mod state;
+pub mod topology;
 
 pub use config::StoreKind;
 pub use config::{

@@ -101,24 +101,7 @@ impl<'a> TaskContext<'a> {
     /// `InvalidArgument` for a handle made from another configuration; the store's errors
     /// when moving a TTL store's stream time writes it.
     pub fn store_of<T: StoreType + ?Sized>(&self, handle: &StoreHandle<T>) -> Result<T::View<'_>> {
-        let slot = self
-            .task
-            .slots
-            .get(handle.index)
-            .filter(|slot| slot.name == handle.name());
-        if let Some(slot) = slot
-            && let StoreView::Ttl(ttl) = &slot.open.view
-            && ttl.config().clock == TtlClock::StreamTime
-            && let Some(now) = self.task.stream_time()
-        {
-            ttl.advance_stream_time(now)?;
-        }
-        slot.and_then(|slot| T::view(&slot.open)).ok_or_else(|| {
-            Error::invalid(format!(
-                "store handle {:?} was not made from this application's configuration",
-                handle.name()
-            ))
-        })
+        store_of(self.task, handle)
     }
 
     /// The task's key-value store `name`, looked up by name (a [`StoreHandle`] avoids the
@@ -127,18 +110,7 @@ impl<'a> TaskContext<'a> {
     /// # Errors
     /// `InvalidArgument` for a store that is not configured or not a key-value store.
     pub fn store(&self, name: &str) -> Result<TaskStore<'_>> {
-        let slot = self
-            .task
-            .slots
-            .iter()
-            .find(|slot| slot.name == name)
-            .ok_or_else(|| Error::invalid(format!("no store named {name:?} is configured")))?;
-        match slot.open.view {
-            StoreView::KeyValue => Ok(TaskStore { kv: &slot.open.kv }),
-            _ => Err(Error::invalid(format!(
-                "store {name:?} is not a key-value store: reach it through a StoreHandle"
-            ))),
-        }
+        store_named(self.task, name)
     }
 
     /// Sends a record to `topic` once the processor returns. Under `at_least_once` outputs
@@ -199,6 +171,65 @@ impl<'a> TaskContext<'a> {
     /// Cancels punctuator `id` of this task; returns whether it was scheduled.
     pub fn cancel(&self, id: PunctuatorId) -> bool {
         self.task.punctuators.borrow_mut().cancel(id)
+    }
+}
+
+/// What a topology's processors reach of the task they run in: a narrow view of a
+/// [`TaskContext`], whose lifetime it hides.
+pub(crate) trait Host {
+    /// The task.
+    fn task(&self) -> &Task;
+
+    /// Queues `record` to be sent once the call returns.
+    fn send(&self, record: OutputRecord);
+}
+
+impl Host for TaskContext<'_> {
+    fn task(&self) -> &Task {
+        self.task
+    }
+
+    fn send(&self, record: OutputRecord) {
+        self.outputs.borrow_mut().push(record);
+    }
+}
+
+/// The store `handle` refers to in `task`, as its type (see [`TaskContext::store_of`]).
+pub(crate) fn store_of<'t, T: StoreType + ?Sized>(
+    task: &'t Task,
+    handle: &StoreHandle<T>,
+) -> Result<T::View<'t>> {
+    let slot = task
+        .slots
+        .get(handle.index)
+        .filter(|slot| slot.name == handle.name());
+    if let Some(slot) = slot
+        && let StoreView::Ttl(ttl) = &slot.open.view
+        && ttl.config().clock == TtlClock::StreamTime
+        && let Some(now) = task.stream_time()
+    {
+        ttl.advance_stream_time(now)?;
+    }
+    slot.and_then(|slot| T::view(&slot.open)).ok_or_else(|| {
+        Error::invalid(format!(
+            "store handle {:?} was not made from this application's configuration",
+            handle.name()
+        ))
+    })
+}
+
+/// The key-value store `name` of `task` (see [`TaskContext::store`]).
+pub(crate) fn store_named<'t>(task: &'t Task, name: &str) -> Result<TaskStore<'t>> {
+    let slot = task
+        .slots
+        .iter()
+        .find(|slot| slot.name == name)
+        .ok_or_else(|| Error::invalid(format!("no store named {name:?} is configured")))?;
+    match slot.open.view {
+        StoreView::KeyValue => Ok(TaskStore { kv: &slot.open.kv }),
+        _ => Err(Error::invalid(format!(
+            "store {name:?} is not a key-value store: reach it through a StoreHandle"
+        ))),
     }
 }
 

@@ -46,6 +46,8 @@ use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
 use crate::runtime::shared::{GroupContext, Shared, commit_group};
 use crate::runtime::standby::Standbys;
+use crate::topology::Topology;
+use crate::topology::graph::TaskGraph;
 use crate::{TaskEvent, TaskEventKind};
 use commit::{commit_tasks, revive_if_outputs_lost, revive_on_timeout};
 use processing::{process_message, punctuate_wall_clock};
@@ -445,6 +447,22 @@ impl Application {
             }
         }
         self.close()
+    }
+
+    /// Runs `topology` until `stop` is set, then closes: each task makes its own processors
+    /// from it (see the [`topology`](crate::topology) module). The application's
+    /// configuration must come from [`Topology::configure`](crate::topology::Topology::configure).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a configuration that does not match the topology, or a topology
+    /// this version cannot run yet; otherwise as [`run_tasks`](Application::run_tasks).
+    pub fn run_topology(self, stop: &AtomicBool, topology: Topology) -> Result<()> {
+        topology.check(&self.shared.config)?;
+        let topology = Arc::new(topology);
+        let application_id = self.shared.config.application_id.clone();
+        self.run_tasks(stop, move |task| {
+            TaskGraph::new(Arc::clone(&topology), &application_id, task.subtopology)
+        })
     }
 
     /// Commits every task: outputs flushed, then each task's stores with its position (the

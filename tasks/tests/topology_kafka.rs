@@ -1,0 +1,288 @@
+//! Topologies: described as Kafka Streams describes the same shapes, and run on the real
+//! broker, where forwarding is depth first and a record that fails in a child commits
+//! nothing, in its parents' stores and outputs either.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use statestore_operator_stores::Utf8;
+use statestore_tasks::topology::{Context, Processor, Record, TopicName, TopologyBuilder};
+use statestore_tasks::{Application, ErrorAction, StoreSpec, TasksConfig};
+use support::failing::{PARTITIONS, produce_pairs};
+use support::*;
+
+/// A processor of strings that does nothing: the shapes' nodes.
+struct Noop;
+
+impl Processor for Noop {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn process(
+        &mut self,
+        _: &mut Context<'_, String, String>,
+        _: Record<String, String>,
+    ) -> store_api::Result<()> {
+        Ok(())
+    }
+}
+
+fn store(name: &str) -> StoreSpec {
+    StoreSpec::new(name, "memory")
+}
+
+/// The shapes of tasks/tests/topology/Describe.java, built here.
+fn shape(name: &str) -> TopologyBuilder {
+    let mut t = TopologyBuilder::new();
+    match name {
+        "rekey" => {
+            t.add_source::<String, String, Utf8, Utf8>("lines", ["text"])
+                .add_processor("split", || Noop, ["lines"])
+                .add_sink::<String, String, Utf8, Utf8>(
+                    "to-words",
+                    TopicName::repartition("words"),
+                    ["split"],
+                )
+                .add_source::<String, String, Utf8, Utf8>(
+                    "words",
+                    [TopicName::repartition("words")],
+                )
+                .add_processor("count", || Noop, ["words"])
+                .add_store(store("counts"), ["count"])
+                .add_sink::<String, String, Utf8, Utf8>("out", "counts", ["count"]);
+        }
+        "shapes" => {
+            t.add_source::<String, String, Utf8, Utf8>("orders", ["orders"])
+                .add_processor("validate", || Noop, ["orders"])
+                .add_processor("audit", || Noop, ["orders"])
+                .add_processor("enrich", || Noop, ["validate", "audit"])
+                .add_sink::<String, String, Utf8, Utf8>("enriched", "enriched-orders", ["enrich"])
+                .add_global_store::<_, _, Utf8, Utf8>(
+                    store("customers"),
+                    "customers-source",
+                    "customers",
+                    "customers-keeper",
+                    || Noop,
+                )
+                .add_source::<String, String, Utf8, Utf8>("payments", ["payments"])
+                .add_processor("settle", || Noop, ["payments"])
+                .add_store(store("balances"), ["settle", "validate"])
+                .add_source::<String, String, Utf8, Utf8>("clicks", ["clicks"])
+                .add_processor("sessionize", || Noop, ["clicks"])
+                .add_processor("flag", || Noop, ["sessionize"])
+                .add_sink::<String, String, Utf8, Utf8>("flagged", "flags", ["flag"])
+                .add_sink::<String, String, Utf8, Utf8>("per-user", "sessions-out", ["sessionize"])
+                .add_store(store("sessions"), ["sessionize"])
+                .add_store(store("visits"), ["sessionize"]);
+        }
+        _ => panic!("no shape {name}"),
+    }
+    t
+}
+
+/// What Kafka Streams 4.4's `Topology.describe()` prints for shape `name`.
+fn kafka_streams_describes(name: &str) -> String {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/topology/Describe.java");
+    let out = Command::new("java")
+        .args([
+            "-cp",
+            &statestore_test_support::kafka_classpath(),
+            source,
+            name,
+        ])
+        .output()
+        .expect("running java");
+    assert!(
+        out.status.success(),
+        "Describe.java {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// The same shapes give Kafka Streams' grouping into sub-topologies (through parents and
+/// shared stores, a global store's group numbered among them), its node order and its text.
+#[test]
+fn topologies_are_described_as_kafka_streams_describes_them() {
+    // Kafka Streams' jars come with the broker's.
+    if statestore_test_support::kafka_bootstrap("topologies_are_described_as_kafka_streams")
+        .is_none()
+    {
+        return;
+    }
+    for name in ["rekey", "shapes"] {
+        let topology = shape(name).build().expect("builds");
+        assert_eq!(
+            topology.describe().to_string(),
+            kafka_streams_describes(name),
+            "shape {name}"
+        );
+    }
+    let shapes = shape("shapes").build().expect("builds");
+    let ids: Vec<(u32, usize)> = shapes
+        .subtopologies()
+        .iter()
+        .map(|sub| (sub.id, sub.nodes.len()))
+        .collect();
+    assert_eq!(ids, [(0, 7), (2, 5)]);
+    assert_eq!(shapes.global_stores()[0].id, 1);
+}
+
+const POISON: &str = "poison";
+
+/// Counts each word in store `counts` and forwards `direct:<count>`.
+struct Count;
+
+impl Processor for Count {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn process(
+        &mut self,
+        ctx: &mut Context<'_, String, String>,
+        record: Record<String, String>,
+    ) -> store_api::Result<()> {
+        let word = record.key.clone().unwrap_or_default();
+        let counts = ctx.store("counts")?;
+        let count = counts.get(word.as_bytes())?.map_or(0, |v| decode(&v)) + 1;
+        counts.put(word.as_bytes(), &count.to_be_bytes())?;
+        ctx.forward(record.with_value(Some(format!("direct:{count}"))))
+    }
+}
+
+/// Forwards `direct:<n>` as `via:<n>`.
+struct Via;
+
+impl Processor for Via {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn process(
+        &mut self,
+        ctx: &mut Context<'_, String, String>,
+        record: Record<String, String>,
+    ) -> store_api::Result<()> {
+        let value = record
+            .value
+            .as_deref()
+            .unwrap_or_default()
+            .replace("direct", "via");
+        ctx.forward(record.with_value(Some(value)))
+    }
+}
+
+/// Panics on the poison word, after its ancestors wrote and forwarded.
+struct Check;
+
+impl Processor for Check {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn process(
+        &mut self,
+        _: &mut Context<'_, String, String>,
+        record: Record<String, String>,
+    ) -> store_api::Result<()> {
+        assert_ne!(
+            record.key.as_deref(),
+            Some(POISON),
+            "the check met {POISON}"
+        );
+        Ok(())
+    }
+}
+
+/// words -> count -> via -> (via-out, check) and count -> direct-out: every input's
+/// outputs come depth first (`via:<n>` from the grandchild sink, then `direct:<n>` from
+/// the child sink), and the poison record, which panics in `check` after `count` wrote
+/// its count and `via-out` its output, is skipped with none of either.
+#[test]
+fn forwarding_is_depth_first_and_a_child_that_panics_commits_nothing_of_its_record() {
+    let Some(bootstrap) = bootstrap("forwarding_is_depth_first") else {
+        return;
+    };
+    let (app, input, output) = (unique("topo"), unique("topo-in"), unique("topo-out"));
+    create_topic(&bootstrap, &input, 4);
+    create_topic(&bootstrap, &output, 4);
+    let mut words: Vec<(String, String)> = (0..3_000).map(|i| (word(i), word(i))).collect();
+    words.insert(1_500, (POISON.to_owned(), POISON.to_owned()));
+    produce_pairs(&bootstrap, &input, &words);
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for (word, _) in words.iter().filter(|(w, _)| w != POISON) {
+        *expected.entry(word.clone()).or_default() += 1;
+    }
+
+    let mut builder = TopologyBuilder::new();
+    builder
+        .add_source::<String, String, Utf8, Utf8>("words", [input.as_str()])
+        .add_processor("count", || Count, ["words"])
+        .add_store(StoreSpec::new("counts", "redb"), ["count"])
+        .add_processor("via", || Via, ["count"])
+        .add_sink::<String, String, Utf8, Utf8>("via-out", output.as_str(), ["via"])
+        .add_processor("check", || Check, ["via"])
+        .add_sink::<String, String, Utf8, Utf8>("direct-out", output.as_str(), ["count"]);
+    let topology = builder.build().expect("builds");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = topology
+        .configure(TasksConfig {
+            input_topics: Vec::new(),
+            stores: Vec::new(),
+            processing_error: ErrorAction::Continue,
+            ..config(&bootstrap, &app, &input, dir.path())
+        })
+        .expect("configures");
+
+    let stop = AtomicBool::new(false);
+    let counts = thread::scope(|scope| {
+        let application = Application::new(config).expect("app");
+        let running = scope.spawn(|| application.run_topology(&stop, topology));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut counts = BTreeMap::new();
+        while Instant::now() < deadline && !running.is_finished() {
+            counts = changelog_counts(&bootstrap, &app, PARTITIONS);
+            if counts == expected {
+                break;
+            }
+            thread::sleep(Duration::from_millis(500));
+        }
+        stop.store(true, Ordering::Relaxed);
+        running.join().expect("run").expect("runs");
+        counts
+    });
+    assert_eq!(counts, expected, "the counts the changelogs hold");
+
+    let mut outputs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (key, value, _) in read_topic(&bootstrap, &output) {
+        outputs
+            .entry(key.unwrap_or_default())
+            .or_default()
+            .push(value.unwrap_or_default());
+    }
+    assert!(
+        !outputs.contains_key(POISON),
+        "the poison record's outputs were sent"
+    );
+    for (word, &n) in &expected {
+        let depth_first: Vec<String> = (1..=n)
+            .flat_map(|i| [format!("via:{i}"), format!("direct:{i}")])
+            .collect();
+        assert_eq!(
+            outputs.get(word),
+            Some(&depth_first),
+            "the outputs of {word}"
+        );
+    }
+}
