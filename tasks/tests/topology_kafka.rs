@@ -286,3 +286,125 @@ fn forwarding_is_depth_first_and_a_child_that_panics_commits_nothing_of_its_reco
         );
     }
 }
+
+/// Schedules a stream-time punctuator every second in `init` and forwards, at each call, a
+/// `tick` record at the punctuation's time; records pass through to its other child.
+struct Ticker;
+
+impl Processor for Ticker {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn init(&mut self, ctx: &mut Context<'_, String, String>) -> store_api::Result<()> {
+        ctx.schedule(
+            "ticks",
+            Duration::from_secs(1),
+            statestore_tasks::PunctuationType::StreamTime,
+        )?;
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        ctx: &mut Context<'_, String, String>,
+        record: Record<String, String>,
+    ) -> store_api::Result<()> {
+        ctx.forward_to("records", record)
+    }
+
+    fn punctuate(
+        &mut self,
+        ctx: &mut Context<'_, String, String>,
+        punctuation: &statestore_tasks::Punctuation<'_>,
+    ) -> store_api::Result<()> {
+        // Kept with the task's commit, as Kafka Streams' emit-final keeps what it emitted.
+        let time = punctuation.time.to_be_bytes();
+        ctx.store("last-tick")?.put(b"tick", &time)?;
+        let tick = Record::new(
+            Some("tick".to_owned()),
+            Some(punctuation.time.to_string()),
+            punctuation.time,
+        );
+        ctx.forward_to("ticks", tick)
+    }
+}
+
+/// A processor's punctuator forwards to its children as a record does: the ticks of stream
+/// time reach their sink (with the punctuation's time as their timestamp) and the records
+/// theirs, each child reached by name.
+#[test]
+fn a_punctuator_forwards_to_a_named_child() {
+    let Some(bootstrap) = bootstrap("a_punctuator_forwards_to_a_named_child") else {
+        return;
+    };
+    let (app, input) = (unique("tick"), unique("tick-in"));
+    let (ticks, records) = (unique("tick-ticks"), unique("tick-records"));
+    create_topic(&bootstrap, &input, 1);
+    create_topic(&bootstrap, &ticks, 1);
+    create_topic(&bootstrap, &records, 1);
+    let producer: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .expect("producer");
+    // Stream time goes from BASE to 4.9 s past it (librdkafka takes a timestamp of 0 for
+    // "now").
+    const BASE: i64 = 1_700_000_000_000;
+    for i in 0..50i64 {
+        let value = i.to_string();
+        send_waiting(
+            &producer,
+            rdkafka::producer::BaseRecord::to(&input)
+                .key(value.as_bytes())
+                .payload(value.as_bytes())
+                .timestamp(BASE + i * 100),
+        );
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flush");
+
+    let mut builder = TopologyBuilder::new();
+    builder
+        .add_source::<String, String, Utf8, Utf8>("in", [input.as_str()])
+        .add_processor("ticker", || Ticker, ["in"])
+        .add_store(StoreSpec::new("last-tick", "memory"), ["ticker"])
+        .add_sink::<String, String, Utf8, Utf8>("ticks", ticks.as_str(), ["ticker"])
+        .add_sink::<String, String, Utf8, Utf8>("records", records.as_str(), ["ticker"]);
+    let topology = builder.build().expect("builds");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = topology
+        .configure(TasksConfig {
+            input_topics: Vec::new(),
+            stores: Vec::new(),
+            ..config(&bootstrap, &app, &input, dir.path())
+        })
+        .expect("configures");
+    let stop = AtomicBool::new(false);
+    let (ticked, passed) = thread::scope(|scope| {
+        let application = Application::new(config).expect("app");
+        let running = scope.spawn(|| application.run_topology(&stop, topology));
+        let read = || {
+            (
+                read_topic(&bootstrap, &ticks),
+                read_topic(&bootstrap, &records),
+            )
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut seen = read();
+        while Instant::now() < deadline && !running.is_finished() && seen.1.len() < 50 {
+            thread::sleep(Duration::from_millis(500));
+            seen = read();
+        }
+        stop.store(true, Ordering::Relaxed);
+        running.join().expect("run").expect("runs");
+        read()
+    });
+    let ticked: Vec<Option<String>> = ticked.into_iter().map(|(_, value, _)| value).collect();
+    let ticks: Vec<Option<String>> = (0..5)
+        .map(|i| Some((BASE + i * 1000).to_string()))
+        .collect();
+    assert_eq!(ticked, ticks, "the ticks");
+    let passed: Vec<Option<String>> = passed.into_iter().map(|(_, value, _)| value).collect();
+    let inputs: Vec<Option<String>> = (0..50).map(|i| Some(i.to_string())).collect();
+    assert_eq!(passed, inputs, "the records");
+}

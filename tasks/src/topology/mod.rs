@@ -14,8 +14,8 @@
 //!   as one unit.
 //!
 //! [`Application::run_topology`](crate::Application::run_topology) runs a topology of one
-//! sub-topology without global stores; sub-topologies joined through repartition topics and
-//! global stores are described and checked, not yet run.
+//! sub-topology with at least one store and without global stores; sub-topologies joined
+//! through repartition topics and global stores are described and checked, not yet run.
 
 mod api;
 mod build;
@@ -122,7 +122,7 @@ impl Topology {
     ///
     /// # Errors
     /// `InvalidArgument` when `config` names other inputs or stores, and for a topology this
-    /// runtime cannot run yet (several sub-topologies, global stores).
+    /// runtime cannot run yet (several sub-topologies, global stores, no store).
     pub fn configure(&self, mut config: TasksConfig) -> Result<TasksConfig> {
         let inputs = self.runnable_inputs(&config.application_id)?;
         if !config.input_topics.is_empty() && config.input_topics != inputs {
@@ -154,6 +154,11 @@ impl Topology {
     }
 
     fn runnable_inputs(&self, application_id: &str) -> Result<Vec<String>> {
+        if self.stores.is_empty() {
+            return Err(Error::invalid(
+                "this topology has no store: this version runs topologies with at least one",
+            ));
+        }
         if !self.global_stores.is_empty() {
             return Err(Error::invalid(
                 "this topology has global stores, which this version does not run yet",
