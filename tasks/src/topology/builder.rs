@@ -2,12 +2,15 @@
 //! once by [`build`](TopologyBuilder::build).
 
 use std::any::{TypeId, type_name};
+use std::sync::Arc;
 
 use statestore_operator_stores::{KeyCodec, ValueCodec};
 
 use crate::config::StoreSpec;
 use crate::topology::api::{Processor, Record};
-use crate::topology::graph::{Decode, MakeNode, ProcessorNode, SinkNode, SourceNode, decoder};
+use crate::topology::graph::{
+    Decode, MakeNode, ProcessorNode, SinkNode, SinkTarget, SourceNode, decoder,
+};
 use crate::topology::{Topology, TopologyError, build};
 
 /// A topic a source reads or a sink writes.
@@ -260,15 +263,12 @@ impl TopologyBuilder {
         VC: ValueCodec<V>,
     {
         let topic = topic.into();
-        let sent = topic.clone();
         self.nodes.push(NodeDef {
             name: name.to_owned(),
             parents: names(parents),
             kind: DefKind::Sink {
-                topic: SinkTopic::Fixed(topic),
-                make: SinkNode::<K, V, KC, VC>::maker(move |app: &str, _: &Record<K, V>| {
-                    sent.resolve(app)
-                }),
+                topic: SinkTopic::Fixed(topic.clone()),
+                make: SinkNode::<K, V, KC, VC>::maker(SinkTarget::Fixed(topic)),
             },
             takes: Some(Types::of::<K, V>()),
             forwards: None,
@@ -296,9 +296,7 @@ impl TopologyBuilder {
             parents: names(parents),
             kind: DefKind::Sink {
                 topic: SinkTopic::PerRecord,
-                make: SinkNode::<K, V, KC, VC>::maker(move |_: &str, record: &Record<K, V>| {
-                    extractor(record)
-                }),
+                make: SinkNode::<K, V, KC, VC>::maker(SinkTarget::PerRecord(Arc::new(extractor))),
             },
             takes: Some(Types::of::<K, V>()),
             forwards: None,

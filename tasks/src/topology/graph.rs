@@ -16,9 +16,9 @@ use store_api::{Error, Result};
 use crate::processor::{Host, ProcessorContext, TaskContext};
 use crate::runtime::outputs::OutputRecord;
 use crate::state::punctuation::{Punctuation, PunctuatorId};
-use crate::topology::Topology;
 use crate::topology::api::{Context, Processor, Record, RecordMetadata};
 use crate::topology::builder::DefKind;
+use crate::topology::{TopicName, Topology};
 
 /// Decodes an input record into the `Record` a source forwards, boxed.
 pub(crate) type Decode = Arc<dyn Fn(&ProcessorContext<'_>) -> Result<Box<dyn Any>> + Send + Sync>;
@@ -119,25 +119,39 @@ impl<P: Processor> ErasedNode for ProcessorNode<P> {
     }
 }
 
-/// Chooses a sink's topic for a record, given the application id.
-type ChooseTopic<K, V> = dyn Fn(&str, &Record<K, V>) -> String + Send + Sync;
+/// Names the topic of each record a sink takes.
+pub(crate) type ChooseTopic<K, V> = Arc<dyn Fn(&Record<K, V>) -> String + Send + Sync>;
+
+/// Where a sink sends a record.
+pub(crate) enum SinkTarget<K, V> {
+    /// One topic, by its name in the topology.
+    Fixed(TopicName),
+    /// The topic a function names for each record.
+    PerRecord(ChooseTopic<K, V>),
+}
+
+/// [`SinkTarget`] made for one task: a fixed topic's name resolved once and shared by its
+/// records.
+enum Target<K, V> {
+    Fixed(Arc<str>),
+    PerRecord(ChooseTopic<K, V>),
+}
 
 /// A sink: encodes each record and sends it once the input record's call returns.
 pub(crate) struct SinkNode<K, V, KC, VC> {
-    topic: Arc<ChooseTopic<K, V>>,
-    application_id: String,
+    target: Target<K, V>,
     _codecs: PhantomData<fn() -> (KC, VC)>,
 }
 
 impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> SinkNode<K, V, KC, VC> {
-    pub(crate) fn maker(
-        topic: impl Fn(&str, &Record<K, V>) -> String + Send + Sync + 'static,
-    ) -> MakeNode {
-        let topic: Arc<ChooseTopic<K, V>> = Arc::new(topic);
+    pub(crate) fn maker(target: SinkTarget<K, V>) -> MakeNode {
         Arc::new(move |application_id: &str| {
+            let target = match &target {
+                SinkTarget::Fixed(topic) => Target::Fixed(Arc::from(topic.resolve(application_id))),
+                SinkTarget::PerRecord(choose) => Target::PerRecord(Arc::clone(choose)),
+            };
             Box::new(SinkNode::<K, V, KC, VC> {
-                topic: Arc::clone(&topic),
-                application_id: application_id.to_owned(),
+                target,
                 _codecs: PhantomData,
             }) as Box<dyn ErasedNode>
         })
@@ -153,7 +167,10 @@ impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> ErasedNode
 
     fn process(&mut self, link: Link<'_>, record: Box<dyn Any>) -> Result<()> {
         let record = unbox::<K, V>(&link, record)?;
-        let mut output = OutputRecord::new((self.topic)(&self.application_id, &record));
+        let mut output = match &self.target {
+            Target::Fixed(topic) => OutputRecord::to_shared(Arc::clone(topic)),
+            Target::PerRecord(choose) => OutputRecord::new(choose(&record)),
+        };
         if let Some(key) = &record.key {
             output = output.key(KC::encode_key(key)?);
         }
