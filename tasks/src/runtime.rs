@@ -7,6 +7,7 @@ mod batch;
 mod commit;
 mod exactly_once;
 mod failures;
+pub(crate) mod global;
 pub mod handlers;
 pub(crate) mod lifecycle;
 pub(crate) mod outputs;
@@ -40,6 +41,7 @@ use crate::group::client_config::{client_prefix, consumer_client_id, consumer_co
 use crate::group::topics::{self, convert};
 use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
+use crate::runtime::global::GlobalStores;
 use crate::runtime::handlers::{ConfiguredHandler, ErrorHandler, Failure};
 use crate::runtime::lifecycle::{AppState, StateListener};
 use crate::runtime::outputs::Outputs;
@@ -455,14 +457,29 @@ impl Application {
     ///
     /// # Errors
     /// `InvalidArgument` for a configuration that does not match the topology, or a topology
-    /// this version cannot run yet; otherwise as [`run_tasks`](Application::run_tasks).
+    /// this version cannot run yet; a global store that cannot be opened or restored;
+    /// otherwise as [`run_tasks`](Application::run_tasks).
     pub fn run_topology(self, stop: &AtomicBool, topology: Topology) -> Result<()> {
         topology.check(&self.shared.config)?;
+        // Restored whole before any task starts.
+        let globals = GlobalStores::start(&self.shared.config, &topology)?.map(Arc::new);
+        // The one sub-topology `check` allows; its tasks are `0_<partition>` whatever its id
+        // (a global store added first takes id 0).
+        let subtopology = topology.subtopologies().first().map_or(0, |sub| sub.id);
         let topology = Arc::new(topology);
         let application_id = self.shared.config.application_id.clone();
-        self.run_tasks(stop, move |task| {
-            TaskGraph::new(Arc::clone(&topology), &application_id, task.subtopology)
-        })
+        let ran = self.run_tasks(stop, |_| {
+            TaskGraph::new(
+                Arc::clone(&topology),
+                globals.clone(),
+                &application_id,
+                subtopology,
+            )
+        });
+        if let Some(globals) = &globals {
+            globals.stop();
+        }
+        ran
     }
 
     /// Commits every task: outputs flushed, then each task's stores with its position (the

@@ -64,12 +64,11 @@ fn shape(name: &str) -> TopologyBuilder {
                 .add_processor("audit", || Noop, ["orders"])
                 .add_processor("enrich", || Noop, ["validate", "audit"])
                 .add_sink::<String, String, Utf8, Utf8>("enriched", "enriched-orders", ["enrich"])
-                .add_global_store::<_, _, Utf8, Utf8>(
+                .add_global_store(
                     store("customers"),
                     "customers-source",
                     "customers",
                     "customers-keeper",
-                    || Noop,
                 )
                 .add_source::<String, String, Utf8, Utf8>("payments", ["payments"])
                 .add_processor("settle", || Noop, ["payments"])
@@ -407,4 +406,194 @@ fn a_punctuator_forwards_to_a_named_child() {
     let passed: Vec<Option<String>> = passed.into_iter().map(|(_, value, _)| value).collect();
     let inputs: Vec<Option<String>> = (0..50).map(|i| Some(i.to_string())).collect();
     assert_eq!(passed, inputs, "the records");
+}
+
+/// Enriches each order (key: the order, value: its customer) with the customer's name from
+/// global store `customers` (`unknown` when it has none), remembering the order in store
+/// `seen`.
+struct Enrich;
+
+impl Processor for Enrich {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn process(
+        &mut self,
+        ctx: &mut Context<'_, String, String>,
+        order: Record<String, String>,
+    ) -> store_api::Result<()> {
+        let customer = order.value.clone().unwrap_or_default();
+        let name = ctx
+            .global_store("customers")?
+            .get(customer.as_bytes())?
+            .map_or_else(
+                || "unknown".to_owned(),
+                |v| String::from_utf8_lossy(&v).into(),
+            );
+        ctx.store("seen")?
+            .put(order.key.as_deref().unwrap_or_default().as_bytes(), b"1")?;
+        ctx.forward(order.with_value(Some(format!("{customer}:{name}"))))
+    }
+}
+
+/// Sends `records` (key, value; a `None` value is a tombstone) to `topic`.
+fn send_all(bootstrap: &str, topic: &str, records: &[(String, Option<String>)]) {
+    let producer: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("producer");
+    for (key, value) in records {
+        let mut record = rdkafka::producer::BaseRecord::to(topic).key(key.as_bytes());
+        if let Some(value) = value {
+            record = record.payload(value.as_bytes());
+        }
+        send_waiting(&producer, record);
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flush");
+}
+
+/// The global store of customers is restored whole before the first order is processed
+/// (every order finds its customer, a deleted one is unknown), follows the topic while the
+/// application runs (a customer added then is found), is checkpointed when the application
+/// stops, and is there again after a restart.
+#[test]
+fn a_global_store_is_restored_before_the_first_record_and_kept_while_running() {
+    let Some(bootstrap) = bootstrap("a_global_store_is_restored_before_the_first_record") else {
+        return;
+    };
+    let (app, orders, customers, output) = (
+        unique("global"),
+        unique("global-orders"),
+        unique("global-customers"),
+        unique("global-out"),
+    );
+    prometheus();
+    create_topic(&bootstrap, &orders, 4);
+    create_topic(&bootstrap, &customers, 2);
+    create_topic(&bootstrap, &output, 4);
+    let mut people: Vec<(String, Option<String>)> = (0..100)
+        .map(|i| (format!("c{i}"), Some(format!("name-{i}"))))
+        .collect();
+    people.push(("c5".to_owned(), None));
+    send_all(&bootstrap, &customers, &people);
+    let placed: Vec<(String, Option<String>)> = (0..400)
+        .map(|i| (format!("o{i}"), Some(format!("c{}", i % 100))))
+        .collect();
+    send_all(&bootstrap, &orders, &placed);
+
+    let topology = || {
+        let mut builder = TopologyBuilder::new();
+        builder
+            .add_global_store(
+                StoreSpec::new("customers", "redb"),
+                "customers-source",
+                &customers,
+                "customers-keeper",
+            )
+            .add_source::<String, String, Utf8, Utf8>("orders", [orders.as_str()])
+            .add_processor("enrich", || Enrich, ["orders"])
+            .add_store(StoreSpec::new("seen", "redb"), ["enrich"])
+            .add_sink::<String, String, Utf8, Utf8>("out", output.as_str(), ["enrich"]);
+        builder.build().expect("builds")
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let configured = |topology: &statestore_tasks::topology::Topology| {
+        topology
+            .configure(TasksConfig {
+                input_topics: Vec::new(),
+                stores: Vec::new(),
+                ..config(&bootstrap, &app, &orders, dir.path())
+            })
+            .expect("configures")
+    };
+    let outputs = || -> BTreeMap<String, String> {
+        read_topic(&bootstrap, &output)
+            .into_iter()
+            .map(|(key, value, _)| (key.unwrap_or_default(), value.unwrap_or_default()))
+            .collect()
+    };
+    // Runs the application until `done` holds (or two minutes pass), with `meanwhile`
+    // called every half second.
+    let run = |meanwhile: &dyn Fn(u32), done: &dyn Fn() -> bool| {
+        let topology = topology();
+        let config = configured(&topology);
+        let stop = AtomicBool::new(false);
+        thread::scope(|scope| {
+            let application = Application::new(config).expect("app");
+            let running = scope.spawn(|| application.run_topology(&stop, topology));
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let mut round = 0;
+            while Instant::now() < deadline && !running.is_finished() && !done() {
+                meanwhile(round);
+                round += 1;
+                thread::sleep(Duration::from_millis(500));
+            }
+            stop.store(true, Ordering::Relaxed);
+            running.join().expect("run").expect("runs");
+        });
+    };
+
+    let late = |k: u32| (format!("late-{k}"), Some("c100".to_owned()));
+    run(
+        &|round| match round {
+            0 => {}
+            1 => send_all(
+                &bootstrap,
+                &customers,
+                &[("c100".into(), Some("new".into()))],
+            ),
+            k => send_all(&bootstrap, &orders, &[late(k)]),
+        },
+        &|| outputs().values().any(|v| v == "c100:new"),
+    );
+    let seen = outputs();
+    for i in 0..400 {
+        let customer = i % 100;
+        let expected = if customer == 5 {
+            "c5:unknown".to_owned()
+        } else {
+            format!("c{customer}:name-{customer}")
+        };
+        assert_eq!(seen.get(&format!("o{i}")), Some(&expected), "order o{i}");
+    }
+    assert!(
+        seen.values().any(|v| v == "c100:new"),
+        "a customer added while the application runs is never found"
+    );
+
+    let checkpoint = statestore_changelog::Checkpoint::open(
+        dir.path().join(&app).join("global").join(".checkpoint"),
+    )
+    .expect("checkpoint");
+    let held: u64 = (0..2).filter_map(|p| checkpoint.get(&customers, p)).sum();
+    assert_eq!(held, 102, "the checkpoint of the customers' topic");
+    // Restored before the tasks started: the 101 records there when it started (the
+    // customer added later was applied by the thread that keeps the store).
+    let restored = || {
+        metric_sum(
+            &app,
+            statestore_tasks::metrics::GLOBAL_RESTORED_RECORDS_TOTAL,
+        )
+    };
+    assert_eq!(
+        restored(),
+        101.0,
+        "records restored before the tasks started"
+    );
+
+    // Restarted on its files: the store is there, read from its checkpoint on.
+    send_all(
+        &bootstrap,
+        &orders,
+        &[("after".into(), Some("c100".into()))],
+    );
+    run(&|_| {}, &|| outputs().contains_key("after"));
+    assert_eq!(outputs().get("after").map(String::as_str), Some("c100:new"));
+    assert_eq!(
+        restored(),
+        101.0,
+        "a restart restores from the checkpoint, not from the start"
+    );
 }

@@ -33,6 +33,10 @@ pub const FAILURE_ABORTS_TOTAL: &str = "statestore_task_failure_aborts_total";
 
 /// How long a call of one of the task's punctuators took, in seconds (a histogram).
 pub const PUNCTUATE_SECONDS: &str = "statestore_task_punctuate_seconds";
+/// Records of the global stores' topics applied by their restore, before the tasks started
+/// (a counter labelled `application` only): past the checkpoint, so 0 for stores that were
+/// up to date on disk.
+pub const GLOBAL_RESTORED_RECORDS_TOTAL: &str = "statestore_global_restored_records_total";
 
 /// The handles of one task, registered once when it opens.
 pub(crate) struct TaskMetrics {

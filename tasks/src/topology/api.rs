@@ -5,7 +5,9 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use statestore_changelog::TaskId;
-use store_api::{Error, Result};
+use std::ops::Bound;
+
+use store_api::{Error, KeyValueStore, KvIter, Result};
 
 use crate::processor::{Host, store_named, store_of};
 use crate::state::kv::TaskStore;
@@ -77,6 +79,30 @@ pub struct RecordMetadata<'a> {
     pub partition: u32,
     /// The input offset.
     pub offset: u64,
+}
+
+/// A global store as processors read it: the bytes its topic's records hold, by key.
+#[derive(Clone, Copy)]
+pub struct GlobalStoreView<'a> {
+    store: &'a dyn KeyValueStore,
+}
+
+impl GlobalStoreView<'_> {
+    /// The value of `key`, or `None`.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store.get(key)
+    }
+
+    /// The entries in the bounds, in key order.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Result<KvIter> {
+        self.store.range(from, to)
+    }
 }
 
 /// A node of a topology that processes records: Kafka Streams'
@@ -208,6 +234,19 @@ impl<K, V> Context<'_, K, V> {
     pub fn store_of<T: StoreType + ?Sized>(&self, handle: &StoreHandle<T>) -> Result<T::View<'_>> {
         self.connected(handle.name())?;
         store_of(self.host().task(), handle)
+    }
+
+    /// Global store `name` (see
+    /// [`add_global_store`](crate::topology::TopologyBuilder::add_global_store)), read only:
+    /// every task reads it, no connection needed.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a store that is not global, or once the thread keeping the
+    /// global stores failed (its error said).
+    pub fn global_store(&self, name: &str) -> Result<GlobalStoreView<'_>> {
+        Ok(GlobalStoreView {
+            store: self.link.global_store(name)?,
+        })
     }
 
     fn connected(&self, store: &str) -> Result<()> {

@@ -124,15 +124,9 @@ pub(crate) enum DefKind {
     /// The source of a global store: it reads the store's topic on every instance.
     GlobalSource {
         topic: String,
-        #[allow(
-            dead_code,
-            reason = "read by the global store readers, which are not run yet"
-        )]
-        decode: Decode,
     },
     /// The processor that keeps a global store from its source's records.
     GlobalProcessor {
-        make: MakeNode,
         store: String,
     },
 }
@@ -331,45 +325,36 @@ impl TopologyBuilder {
         self
     }
 
-    /// Adds global store `spec`: every instance keeps all of it from `topic` (decoded with
-    /// `KC` and `VC`) through processor `processor`, made by `supplier`, which writes what
-    /// it takes into the store. It has no changelog whatever `spec` says: the topic is its log
-    /// (KIP-813).
-    pub fn add_global_store<P, S, KC, VC>(
+    /// Adds global store `spec`: every instance keeps all of it from `topic`, read by source
+    /// `source` and written by processor `processor` (the two nodes Kafka Streams describes):
+    /// each record puts its value under its key, a null value deletes the key, a record
+    /// without a key is skipped, as Kafka Streams keeps a global table. Keys and values are
+    /// the topic's bytes. It has no changelog whatever `spec` says: the topic is its log
+    /// (KIP-813). Processors read it with [`Context::global_store`](crate::topology::Context::global_store).
+    pub fn add_global_store(
         &mut self,
         spec: StoreSpec,
         source: &str,
         topic: &str,
         processor: &str,
-        supplier: S,
-    ) -> &mut Self
-    where
-        P: Processor,
-        P::KeyIn: Clone,
-        P::ValueIn: Clone,
-        S: Fn() -> P + Send + Sync + 'static,
-        KC: KeyCodec<P::KeyIn>,
-        VC: ValueCodec<P::ValueIn>,
-    {
+    ) -> &mut Self {
         self.nodes.push(NodeDef {
             name: source.to_owned(),
             parents: Vec::new(),
             kind: DefKind::GlobalSource {
                 topic: topic.to_owned(),
-                decode: decoder::<P::KeyIn, P::ValueIn, KC, VC>(),
             },
             takes: None,
-            forwards: Some(Types::of::<P::KeyIn, P::ValueIn>()),
+            forwards: None,
         });
         self.nodes.push(NodeDef {
             name: processor.to_owned(),
             parents: vec![source.to_owned()],
             kind: DefKind::GlobalProcessor {
-                make: ProcessorNode::maker(supplier),
                 store: spec.name.clone(),
             },
-            takes: Some(Types::of::<P::KeyIn, P::ValueIn>()),
-            forwards: Some(Types::of::<P::KeyOut, P::ValueOut>()),
+            takes: None,
+            forwards: None,
         });
         self.globals.push(spec.with_logging(false));
         self

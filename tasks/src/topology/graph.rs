@@ -11,9 +11,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
 use statestore_operator_stores::{KeyCodec, ValueCodec};
-use store_api::{Error, Result};
+use store_api::{Error, KeyValueStore, Result};
 
 use crate::processor::{Host, ProcessorContext, TaskContext};
+use crate::runtime::global::GlobalStores;
 use crate::runtime::outputs::OutputRecord;
 use crate::state::punctuation::{Punctuation, PunctuatorId};
 use crate::topology::api::{Context, Processor, Record, RecordMetadata};
@@ -215,6 +216,14 @@ impl<'c> Link<'c> {
             .any(|s| s == store)
     }
 
+    /// Global store `name`.
+    pub fn global_store(&self, name: &str) -> Result<&'c dyn KeyValueStore> {
+        match &self.graph.globals {
+            Some(globals) => globals.store(name),
+            None => Err(Error::invalid(format!("no global store named {name:?}"))),
+        }
+    }
+
     pub fn owns_punctuator(&self, id: PunctuatorId) {
         self.graph.punctuators.borrow_mut().insert(id, self.node);
     }
@@ -270,6 +279,8 @@ impl<'c> Link<'c> {
 /// One task's instance of a sub-topology: the task's [`Processor`](crate::Processor).
 pub(crate) struct TaskGraph {
     topology: Arc<Topology>,
+    /// The application's global stores, restored.
+    globals: Option<Arc<GlobalStores>>,
     /// Each node of the sub-topology, by index (`None` for the other sub-topologies' nodes).
     nodes: Vec<Option<RefCell<Box<dyn ErasedNode>>>>,
     /// The source of each input topic, by its name on the brokers.
@@ -282,7 +293,12 @@ pub(crate) struct TaskGraph {
 
 impl TaskGraph {
     /// Sub-topology `subtopology` of `topology`, made for one task of `application_id`.
-    pub(crate) fn new(topology: Arc<Topology>, application_id: &str, subtopology: u32) -> Self {
+    pub(crate) fn new(
+        topology: Arc<Topology>,
+        globals: Option<Arc<GlobalStores>>,
+        application_id: &str,
+        subtopology: u32,
+    ) -> Self {
         let mut sources = HashMap::new();
         let nodes = topology
             .nodes
@@ -299,16 +315,17 @@ impl TaskGraph {
                         }
                         make
                     }
-                    DefKind::Processor { make }
-                    | DefKind::Sink { make, .. }
-                    | DefKind::GlobalProcessor { make, .. } => make,
-                    DefKind::GlobalSource { .. } => return None,
+                    DefKind::Processor { make } | DefKind::Sink { make, .. } => make,
+                    DefKind::GlobalSource { .. } | DefKind::GlobalProcessor { .. } => {
+                        return None;
+                    }
                 };
                 Some(RefCell::new(make(application_id)))
             })
             .collect();
         TaskGraph {
             topology,
+            globals,
             nodes,
             sources,
             punctuators: RefCell::new(HashMap::new()),

@@ -14,8 +14,8 @@
 //!   as one unit.
 //!
 //! [`Application::run_topology`](crate::Application::run_topology) runs a topology of one
-//! sub-topology with at least one store and without global stores; sub-topologies joined
-//! through repartition topics and global stores are described and checked, not yet run.
+//! sub-topology with at least one store, and its global stores; sub-topologies joined
+//! through repartition topics are described and checked, not yet run.
 
 mod api;
 mod build;
@@ -24,7 +24,7 @@ mod describe;
 mod error;
 pub(crate) mod graph;
 
-pub use api::{Context, Processor, Record, RecordMetadata};
+pub use api::{Context, GlobalStoreView, Processor, Record, RecordMetadata};
 pub use builder::{TopicName, TopologyBuilder};
 pub use describe::TopologyDescription;
 pub use error::TopologyError;
@@ -122,7 +122,7 @@ impl Topology {
     ///
     /// # Errors
     /// `InvalidArgument` when `config` names other inputs or stores, and for a topology this
-    /// runtime cannot run yet (several sub-topologies, global stores, no store).
+    /// runtime cannot run yet (several sub-topologies, no store).
     pub fn configure(&self, mut config: TasksConfig) -> Result<TasksConfig> {
         let inputs = self.runnable_inputs(&config.application_id)?;
         if !config.input_topics.is_empty() && config.input_topics != inputs {
@@ -157,11 +157,6 @@ impl Topology {
         if self.stores.is_empty() {
             return Err(Error::invalid(
                 "this topology has no store: this version runs topologies with at least one",
-            ));
-        }
-        if !self.global_stores.is_empty() {
-            return Err(Error::invalid(
-                "this topology has global stores, which this version does not run yet",
             ));
         }
         match self.subtopologies.as_slice() {

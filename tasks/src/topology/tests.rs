@@ -221,12 +221,11 @@ fn every_store_is_connected_to_a_processor() {
 #[test]
 fn global_stores_are_kept_by_their_own_processor_only() {
     let global = |t: &mut TopologyBuilder| {
-        t.add_global_store::<_, _, Utf8, Utf8>(
+        t.add_global_store(
             StoreSpec::new("customers", "memory"),
             "customers-in",
             "customers",
             "keeper",
-            || Strings,
         );
     };
     let mut t = TopologyBuilder::new();
