@@ -259,6 +259,25 @@ impl Queries {
         let partition = self.partition_of(key)?;
         self.get_in_partition(store, partition, key, from)
     }
+
+    /// The value of `key` in global store `store`, which every instance keeps whole (see
+    /// [`add_global_store`](crate::topology::TopologyBuilder::add_global_store)): as its
+    /// topic's records last set it here.
+    ///
+    /// # Errors
+    /// [`QueryError::UnknownStore`] for a store that is not global (or before the topology's
+    /// global stores are restored); [`QueryError::Store`] for a store error, or once the
+    /// thread keeping the global stores failed; [`QueryError::Closed`].
+    pub fn get_global(&self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, QueryError> {
+        let shared = self.shared()?;
+        let globals = shared.globals.lock().clone();
+        let found = match &globals {
+            Some(globals) => globals.store(store)?,
+            None => None,
+        };
+        let store = found.ok_or_else(|| QueryError::UnknownStore(store.to_owned()))?;
+        Ok(store.get(key)?)
+    }
 }
 
 #[cfg(test)]

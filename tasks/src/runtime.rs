@@ -462,7 +462,9 @@ impl Application {
     pub fn run_topology(self, stop: &AtomicBool, topology: Topology) -> Result<()> {
         topology.check(&self.shared.config)?;
         // Restored whole before any task starts.
-        let globals = GlobalStores::start(&self.shared.config, &topology)?.map(Arc::new);
+        let globals = GlobalStores::start(&self.shared.config, &topology)?;
+        let reads = globals.as_ref().map(GlobalStores::reads);
+        self.shared.queries.set_globals(reads.clone());
         // The one sub-topology `check` allows; its tasks are `0_<partition>` whatever its id
         // (a global store added first takes id 0).
         let subtopology = topology.subtopologies().first().map_or(0, |sub| sub.id);
@@ -471,7 +473,7 @@ impl Application {
         let ran = self.run_tasks(stop, |_| {
             TaskGraph::new(
                 Arc::clone(&topology),
-                globals.clone(),
+                reads.clone(),
                 &application_id,
                 subtopology,
             )

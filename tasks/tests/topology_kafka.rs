@@ -522,6 +522,7 @@ fn a_global_store_is_restored_before_the_first_record_and_kept_while_running() {
         let stop = AtomicBool::new(false);
         thread::scope(|scope| {
             let application = Application::new(config).expect("app");
+            let queries = application.queries();
             let running = scope.spawn(|| application.run_topology(&stop, topology));
             let deadline = Instant::now() + Duration::from_secs(120);
             let mut round = 0;
@@ -530,13 +531,28 @@ fn a_global_store_is_restored_before_the_first_record_and_kept_while_running() {
                 round += 1;
                 thread::sleep(Duration::from_millis(500));
             }
+            // What an interactive query reads of the global store.
+            let read: Vec<Option<String>> = ["c1", "c5", "c100"]
+                .iter()
+                .map(|key| {
+                    let value = queries
+                        .get_global("customers", key.as_bytes())
+                        .expect("query");
+                    value.map(|v| String::from_utf8_lossy(&v).into_owned())
+                })
+                .collect();
+            assert!(
+                queries.get_global("seen", b"o1").is_err(),
+                "a task's store is not global"
+            );
             stop.store(true, Ordering::Relaxed);
             running.join().expect("run").expect("runs");
-        });
+            read
+        })
     };
 
     let late = |k: u32| (format!("late-{k}"), Some("c100".to_owned()));
-    run(
+    let queried = run(
         &|round| match round {
             0 => {}
             1 => send_all(
@@ -561,6 +577,12 @@ fn a_global_store_is_restored_before_the_first_record_and_kept_while_running() {
     assert!(
         seen.values().any(|v| v == "c100:new"),
         "a customer added while the application runs is never found"
+    );
+    let some = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        queried,
+        [some("name-1"), None, some("new")],
+        "interactive queries"
     );
 
     let checkpoint = statestore_changelog::Checkpoint::open(

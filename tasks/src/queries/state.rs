@@ -15,6 +15,7 @@ use crate::group::endpoint;
 use crate::group::members::GroupView;
 use crate::group::members::standby_members;
 use crate::queries::{MAX_VIEW_AGE, QueryError};
+use crate::state::global::GlobalReads;
 use crate::state::task::Task;
 
 /// One instance of the application as the group's coordinator last described it.
@@ -70,6 +71,8 @@ pub(crate) struct QueryState {
     pub rebalances: Arc<AtomicU64>,
     pub group: RwLock<GroupState>,
     pub standbys: Mutex<BTreeMap<u32, StandbyView>>,
+    /// The global stores, once a topology's are restored.
+    pub globals: Mutex<Option<Arc<GlobalReads>>>,
     closed: AtomicBool,
 }
 
@@ -87,6 +90,7 @@ impl QueryState {
             rebalances,
             group: RwLock::new(GroupState::Unknown),
             standbys: Mutex::new(BTreeMap::new()),
+            globals: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
@@ -111,6 +115,11 @@ impl QueryState {
     }
 
     /// The application closed: every query fails from now on.
+    /// Makes `globals` the global stores queries read.
+    pub fn set_globals(&self, globals: Option<Arc<GlobalReads>>) {
+        *self.globals.lock() = globals;
+    }
+
     pub fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
         self.standbys.lock().clear();

@@ -25,6 +25,7 @@ use store_api::{Error, KeyValueStore, Result, WriteBatch};
 
 use crate::config::TasksConfig;
 use crate::group::client_config::base_config;
+use crate::state::global::GlobalReads;
 use crate::state::metrics::GLOBAL_RESTORED_RECORDS_TOTAL;
 use crate::topology::Topology;
 
@@ -33,9 +34,7 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The global stores of an application, restored, and the thread that keeps them.
 pub(crate) struct GlobalStores {
-    stores: HashMap<String, Arc<dyn KeyValueStore>>,
-    /// Why the thread stopped keeping the stores, if it did.
-    failure: Arc<Mutex<Option<String>>>,
+    reads: Arc<GlobalReads>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -81,37 +80,25 @@ impl GlobalStores {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "global stores restored"
         );
-        let (stop, failure) = (Arc::new(AtomicBool::new(false)), Arc::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let reads = Arc::new(GlobalReads::new(stores));
         let thread = {
-            let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
+            let (stop, reads) = (Arc::clone(&stop), Arc::clone(&reads));
             std::thread::Builder::new()
                 .name("global-stores".into())
-                .spawn(move || reader.follow(&stop, &failure))
+                .spawn(move || reader.follow(&stop, &reads))
                 .map_err(|err| Error::io("starting the global store thread", err))?
         };
         Ok(Some(GlobalStores {
-            stores,
-            failure,
+            reads,
             stop,
             thread: Mutex::new(Some(thread)),
         }))
     }
 
-    /// Global store `name`.
-    ///
-    /// # Errors
-    /// `InvalidArgument` for a store that is not global; the failure that stopped the thread
-    /// keeping the stores.
-    pub(crate) fn store(&self, name: &str) -> Result<&dyn KeyValueStore> {
-        if let Some(failure) = self.failure.lock().as_ref() {
-            return Err(Error::invalid(format!(
-                "the global stores are no longer kept: {failure}"
-            )));
-        }
-        self.stores
-            .get(name)
-            .map(|store| store.as_ref())
-            .ok_or_else(|| Error::invalid(format!("no global store named {name:?}")))
+    /// The stores, as their readers see them.
+    pub(crate) fn reads(&self) -> Arc<GlobalReads> {
+        Arc::clone(&self.reads)
     }
 
     /// Stops keeping the stores, their last updates synced and checkpointed.
@@ -213,34 +200,31 @@ impl Reader {
                 .any(|(at, end)| next.get(at).is_some_and(|next| next < end))
         };
         while behind(&self.next, &ends) {
-            match self.poll_batch()? {
-                Polled::Applied(n) => {
-                    restored += n;
-                    progress = Instant::now();
-                }
-                Polled::End(topic, partition) => {
-                    // A transaction's marker may sit at the end: nothing more to read there.
-                    ends.remove(&(topic, partition));
-                }
-                Polled::Nothing if progress.elapsed() > timeout => {
-                    return Err(Error::invalid(format!(
-                        "restoring the global stores made no progress for {timeout:?}"
-                    )));
-                }
-                Polled::Nothing => {}
+            let polled = self.poll_batch()?;
+            restored += polled.applied;
+            if polled.applied > 0 {
+                progress = Instant::now();
+            }
+            if let Some(end) = polled.ended {
+                // A transaction's marker may sit at the end: nothing more to read there.
+                ends.remove(&end);
+            } else if polled.applied == 0 && progress.elapsed() > timeout {
+                return Err(Error::invalid(format!(
+                    "restoring the global stores made no progress for {timeout:?}"
+                )));
             }
         }
         self.sync()?;
         Ok(restored)
     }
 
-    /// Keeps the stores until `stop`; a failure is kept in `failure` for their readers.
-    fn follow(mut self, stop: &AtomicBool, failure: &Mutex<Option<String>>) {
+    /// Keeps the stores until `stop`; a failure is told to their readers.
+    fn follow(mut self, stop: &AtomicBool, reads: &GlobalReads) {
         let mut synced = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             if let Err(err) = self.poll_batch() {
                 tracing::error!(%err, "the global stores are no longer kept");
-                *failure.lock() = Some(err.to_string());
+                reads.fail(err.to_string());
                 return;
             }
             if synced.elapsed() >= CHECKPOINT_INTERVAL {
@@ -266,11 +250,8 @@ impl Reader {
                 Some(Ok(message)) => message,
                 Some(Err(KafkaError::PartitionEOF(partition))) => {
                     self.write(batches)?;
-                    let topic = self.topic_of_eof(partition);
-                    return Ok(match topic {
-                        Some(topic) => Polled::End(topic, partition),
-                        None => Polled::Nothing,
-                    });
+                    let ended = self.topic_of_eof(partition).map(|topic| (topic, partition));
+                    return Ok(Polled { applied, ended });
                 }
                 Some(Err(err)) if is_fatal_for_consumer(&err) => {
                     let why = self.consumer.context().explain(&err);
@@ -300,10 +281,9 @@ impl Reader {
             applied += 1;
         }
         self.write(batches)?;
-        Ok(if applied > 0 {
-            Polled::Applied(applied)
-        } else {
-            Polled::Nothing
+        Ok(Polled {
+            applied,
+            ended: None,
         })
     }
 
@@ -340,11 +320,11 @@ impl Reader {
 }
 
 /// What one poll of the global consumer did.
-enum Polled {
-    Applied(u64),
-    /// The end of a partition was reached.
-    End(String, i32),
-    Nothing,
+struct Polled {
+    /// The records applied.
+    applied: u64,
+    /// The partition whose end it reached, if it did.
+    ended: Option<(String, i32)>,
 }
 
 /// The directory of `application_id`'s global stores in `state_dir`.

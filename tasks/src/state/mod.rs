@@ -1,8 +1,10 @@
 //! The state of the tasks: each task's stores ([`kv`], [`stores`]), the input position they
 //! keep with their state ([`position`]), the [`Task`](task::Task) that keeps them consistent
-//! (its commits, rewinds and closes), its punctuators and metrics. Nothing here talks to the
+//! (its commits, rewinds and closes), its punctuators and metrics, and the global stores'
+//! read side ([`global`]). Nothing here talks to the
 //! consumer group.
 
+pub(crate) mod global;
 pub(crate) mod kv;
 pub mod metrics;
 pub(crate) mod position;

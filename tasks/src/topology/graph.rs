@@ -14,8 +14,8 @@ use statestore_operator_stores::{KeyCodec, ValueCodec};
 use store_api::{Error, KeyValueStore, Result};
 
 use crate::processor::{Host, ProcessorContext, TaskContext};
-use crate::runtime::global::GlobalStores;
 use crate::runtime::outputs::OutputRecord;
+use crate::state::global::GlobalReads;
 use crate::state::punctuation::{Punctuation, PunctuatorId};
 use crate::topology::api::{Context, Processor, Record, RecordMetadata};
 use crate::topology::builder::DefKind;
@@ -218,10 +218,11 @@ impl<'c> Link<'c> {
 
     /// Global store `name`.
     pub fn global_store(&self, name: &str) -> Result<&'c dyn KeyValueStore> {
-        match &self.graph.globals {
-            Some(globals) => globals.store(name),
-            None => Err(Error::invalid(format!("no global store named {name:?}"))),
-        }
+        let store = match &self.graph.globals {
+            Some(globals) => globals.store(name)?,
+            None => None,
+        };
+        store.ok_or_else(|| Error::invalid(format!("no global store named {name:?}")))
     }
 
     pub fn owns_punctuator(&self, id: PunctuatorId) {
@@ -280,7 +281,7 @@ impl<'c> Link<'c> {
 pub(crate) struct TaskGraph {
     topology: Arc<Topology>,
     /// The application's global stores, restored.
-    globals: Option<Arc<GlobalStores>>,
+    globals: Option<Arc<GlobalReads>>,
     /// Each node of the sub-topology, by index (`None` for the other sub-topologies' nodes).
     nodes: Vec<Option<RefCell<Box<dyn ErasedNode>>>>,
     /// The source of each input topic, by its name on the brokers.
@@ -295,7 +296,7 @@ impl TaskGraph {
     /// Sub-topology `subtopology` of `topology`, made for one task of `application_id`.
     pub(crate) fn new(
         topology: Arc<Topology>,
-        globals: Option<Arc<GlobalStores>>,
+        globals: Option<Arc<GlobalReads>>,
         application_id: &str,
         subtopology: u32,
     ) -> Self {
