@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::{Offset, TopicPartitionList};
 use statestore_changelog::kafka_util::{
     WatchedContext, convert_because, is_fatal_for_consumer, is_retriable,
 };
@@ -17,8 +17,8 @@ use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
-use crate::group::topics::convert;
 use crate::queries::QueryState;
+use crate::runtime::coordinator::GroupCommits;
 use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
 use crate::runtime::standby::Standbys;
@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     /// the task opened next here: its error handler is not asked again about a record it
     /// answered (see [`Task::take_skips`]).
     pub decided: Mutex<BTreeMap<u32, crate::state::task::Skips>>,
+    /// The commits of the group offsets, each waited for up to the request timeout.
+    pub group_commits: GroupCommits,
 }
 
 impl Shared {
@@ -212,26 +214,6 @@ impl Shared {
         }
         Ok(())
     }
-}
-
-/// Commits `offsets` (topic, partition, next offset) to the group, synchronously.
-pub(crate) fn commit_group(
-    consumer: &BaseConsumer<GroupContext>,
-    offsets: &[(&str, u32, u64)],
-) -> Result<()> {
-    if offsets.is_empty() {
-        return Ok(());
-    }
-    let mut tpl = TopicPartitionList::new();
-    for &(topic, partition, offset) in offsets {
-        let offset = i64::try_from(offset)
-            .map_err(|_| Error::invalid(format!("offset {offset} is beyond kafka's range")))?;
-        tpl.add_partition_offset(topic, partition_id(partition), Offset::Offset(offset))
-            .map_err(|err| convert("committing the group offsets (OffsetCommit)", err))?;
-    }
-    consumer
-        .commit(&tpl, CommitMode::Sync)
-        .map_err(|err| convert("committing the group offsets (OffsetCommit)", err))
 }
 
 /// Whether partition `partition` of `topic` is in `consumer`'s assignment (true when the
