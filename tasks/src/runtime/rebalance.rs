@@ -388,6 +388,8 @@ impl ConsumerContext for GroupContext {
         self.shared.lifecycle.to(crate::AppState::Rebalancing);
         match rebalance {
             Rebalance::Assign(tpl) => {
+                // An assignment is an answer of the group coordinator.
+                self.shared.connection.answered();
                 self.shared.close_suspended(tpl);
                 self.shared.assign(consumer, tpl);
             }

@@ -140,8 +140,19 @@ impl Shared {
     /// any other is transient, and librdkafka retries it.
     ///
     /// A broker that refused the consumer's certificate is fatal too, though librdkafka
-    /// reports it as a lost connection (see [`WatchedContext`]).
+    /// reports it as a lost connection (see [`WatchedContext`]). A refused refresh of the
+    /// OAUTHBEARER token of a consumer that authenticated before is not (see
+    /// [`WatchedContext::only_token_refresh`]): it goes on with the token it holds, until the
+    /// broker refuses that one.
     pub(crate) fn consumer_error(&self, err: KafkaError) {
+        if self.connection.only_token_refresh(&err) {
+            let reason = self.connection.last_failure();
+            tracing::warn!(
+                reason,
+                "the OAUTHBEARER token could not be refreshed: going on with the one held"
+            );
+            return;
+        }
         let refused = is_retriable(&err) && self.connection.certificate_refused().is_some();
         if !is_fatal_for_consumer(&err) && !refused {
             tracing::debug!(%err, "consumer error");
