@@ -1,8 +1,10 @@
 //! Closing an application is bounded (issue 44: errors in seconds, never a hang): with every
 //! broker unreachable behind the fault proxy (a blackhole: requests wait for answers that
 //! never come, as with a coordinator that stopped answering), closing and dropping an
-//! application returns within a few request timeouts, and what it committed before stays
-//! committed: a new instance resumes from it with counts exact.
+//! application returns within a few request timeouts, under at-least-once and exactly-once,
+//! and what it committed before stays committed: a new instance resumes from it with counts
+//! exact. A close that cannot commit what it processed since returns a `Timeout` within the
+//! bound, and a new instance processes those records again, counting them once.
 
 mod support;
 
@@ -10,8 +12,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use statestore_tasks::{Application, ProcessorPool, TasksConfig};
+use statestore_tasks::{Application, ProcessingGuarantee, ProcessorPool, TasksConfig};
 use statestore_test_support::FaultProxy;
+use store_api::ErrorKind;
 use support::*;
 
 const PARTITIONS: u32 = 4;
@@ -29,7 +32,40 @@ const PROCESS_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[test]
 fn a_close_with_the_brokers_unreachable_is_bounded_and_keeps_its_commits() {
-    let Some(broker) = bootstrap("a_close_with_the_brokers_unreachable_is_bounded") else {
+    close_unreachable(
+        "a_close_with_the_brokers_unreachable_is_bounded",
+        ProcessingGuarantee::AtLeastOnce,
+        0,
+    );
+}
+
+/// Records processed since the last commit cannot be committed: the close fails within the
+/// bound, and under at-least-once nothing is lost (a new owner processes them again, and the
+/// stores' positions keep the counts exact).
+#[test]
+fn a_close_that_cannot_commit_is_bounded_and_loses_nothing() {
+    close_unreachable(
+        "a_close_that_cannot_commit_is_bounded",
+        ProcessingGuarantee::AtLeastOnce,
+        100,
+    );
+}
+
+#[test]
+fn an_exactly_once_close_with_the_brokers_unreachable_is_bounded() {
+    close_unreachable(
+        "an_exactly_once_close_with_the_brokers_unreachable_is_bounded",
+        ProcessingGuarantee::ExactlyOnceV2,
+        0,
+    );
+}
+
+/// Runs an application through the fault proxy that processes and commits [`RECORDS`]
+/// records, then processes `uncommitted` more, blackholes every client, and closes and drops
+/// it, which must take less than [`CLOSE_BOUND`]; then a new instance on an empty state
+/// directory must count every record once.
+fn close_unreachable(test: &str, guarantee: ProcessingGuarantee, uncommitted: u64) {
+    let Some(broker) = bootstrap(test) else {
         return;
     };
     let proxy = FaultProxy::start(&broker).expect("the proxy");
@@ -44,12 +80,18 @@ fn a_close_with_the_brokers_unreachable_is_bounded_and_keeps_its_commits() {
         // all (group consumer, producer, restore consumer, admin).
         client_id: Some(app.clone()),
         request_timeout_ms: u64::try_from(REQUEST_TIMEOUT.as_millis()).expect("millis"),
+        processing_guarantee: guarantee,
+        // Only the explicit commit below commits.
+        commit_interval_ms: 600_000,
         ..config(proxy.bootstrap(), &app, &input, dir.path())
     };
     let mut first = Application::new(config.clone()).expect("the first instance");
     process(&mut first, RECORDS);
     first.commit().expect("a commit with the brokers there");
     assert_eq!(changelog_counts(&broker, &app, PARTITIONS), expected);
+    let late = 10 * RECORDS..10 * RECORDS + uncommitted;
+    expected = merge(expected, produce(&broker, &input, PARTITIONS, late));
+    process(&mut first, uncommitted);
 
     proxy.blackhole(&app);
     let started = Instant::now();
@@ -64,9 +106,13 @@ fn a_close_with_the_brokers_unreachable_is_bounded_and_keeps_its_commits() {
         panic!("closing with the brokers unreachable took longer than {CLOSE_BOUND:?}")
     });
     eprintln!(
-        "closed with the brokers unreachable in {:?}: {closed:?}",
+        "{test}: closed with the brokers unreachable in {:?}: {closed:?}",
         started.elapsed()
     );
+    if uncommitted > 0 {
+        let err = closed.expect_err("a close that could not commit");
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    }
     proxy.lift();
 
     // A new instance on another machine (an empty state directory) restores the counts and
@@ -81,7 +127,7 @@ fn a_close_with_the_brokers_unreachable_is_bounded_and_keeps_its_commits() {
         ..config
     })
     .expect("the second instance");
-    process(&mut second, RECORDS);
+    process(&mut second, RECORDS + uncommitted);
     second.commit().expect("the second instance's commit");
     assert_eq!(changelog_counts(&broker, &app, PARTITIONS), expected);
     second.close().expect("the second instance's close");
