@@ -5,6 +5,7 @@
 
 mod batch;
 mod commit;
+mod coordinator;
 mod exactly_once;
 mod failures;
 pub(crate) mod global;
@@ -41,12 +42,13 @@ use crate::group::client_config::{client_prefix, consumer_client_id, consumer_co
 use crate::group::topics::{self, convert};
 use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
+use crate::runtime::coordinator::{GroupCommits, GroupConsumer, commit_group};
 use crate::runtime::global::GlobalStores;
 use crate::runtime::handlers::{ConfiguredHandler, ErrorHandler, Failure};
 use crate::runtime::lifecycle::{AppState, StateListener};
 use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
-use crate::runtime::shared::{GroupContext, Shared, commit_group};
+use crate::runtime::shared::{GroupContext, Shared};
 use crate::runtime::standby::Standbys;
 use crate::topology::Topology;
 use crate::topology::graph::TaskGraph;
@@ -73,7 +75,7 @@ pub(crate) fn past_whole_ms(timeout: Duration) -> Duration {
 /// One instance of a partitioned application: a member of the consumer group
 /// `application_id`, owning the tasks of the partitions assigned to it.
 pub struct Application {
-    consumer: Arc<BaseConsumer<GroupContext>>,
+    consumer: GroupConsumer,
     /// The input partitions' own queues, with several processing threads.
     queues: batch::PartitionQueues,
     shared: Arc<Shared>,
@@ -165,6 +167,7 @@ impl Application {
             queries,
             connection: WatchedContext::default(),
             decided: Mutex::new(std::collections::BTreeMap::new()),
+            group_commits: GroupCommits::default(),
             config,
         });
         let mut consumer: BaseConsumer<GroupContext> = consumer_config(&shared.config)
@@ -178,6 +181,7 @@ impl Application {
             queues.watch_consumer(&mut consumer);
         }
         let consumer = Arc::new(consumer);
+        shared.group_commits.set_consumer(&consumer);
         let topics: Vec<&str> = inputs.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
@@ -196,7 +200,7 @@ impl Application {
             .then(|| StandbyThread::start(Arc::clone(&consumer), Arc::clone(&shared)))
             .transpose()?;
         Ok(Application {
-            consumer,
+            consumer: GroupConsumer::new(consumer),
             queues,
             shared,
             last_commit: Instant::now(),
@@ -520,6 +524,11 @@ impl Application {
     /// partitions for it until the session timeout, so an instance that restarts within it
     /// gets them back without a rebalance.
     ///
+    /// A close never hangs on unreachable brokers: the commit of the group offsets waits up
+    /// to the request timeout, and one without an answer by then is logged and left (the
+    /// stores hold the tasks' positions); the drop of the application waits as long again
+    /// for the group consumer's close, which then goes on in the background.
+    ///
     /// # Errors
     /// The first commit error; every task is closed regardless.
     pub fn close(&mut self) -> Result<()> {
@@ -579,8 +588,12 @@ impl Application {
             }
             self.shared.event(partition, TaskEventKind::Revoked);
         }
-        if let Err(err) = commit_group(&self.consumer, &offsets) {
-            tracing::warn!(%err, "committing the group offsets on close failed");
+        if let Err(err) = commit_group(&self.consumer, &self.shared, &offsets) {
+            // The tasks closed committed: their stores hold their positions, which a new
+            // owner resumes from; the group offsets are only a floor. Under at-least-once a
+            // new owner without the stores (or a reader of the group offsets) may process
+            // records after the floor again, but never skips one.
+            tracing::warn!(%err, "committing the group offsets on close failed; closing anyway");
         }
         // For a static member this sends no LeaveGroup: librdkafka leaves only once the
         // revocation is served, which after `closed` is set happens only when the consumer is
@@ -591,9 +604,16 @@ impl Application {
 }
 
 impl Drop for Application {
+    /// Closes the application, then its group consumer, waiting for the consumer's close up to
+    /// the request timeout (see `GroupConsumer::close_within`).
     fn drop(&mut self) {
         if let Err(err) = self.close() {
             tracing::warn!(%err, "closing a dropped application");
         }
+        // They own the consumer too: its close waits for its last owner.
+        self.queues = batch::PartitionQueues::default();
+        let timeout = self.shared.config.request_timeout();
+        self.consumer
+            .close_within(&self.shared.group_commits, timeout);
     }
 }

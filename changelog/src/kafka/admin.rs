@@ -95,6 +95,10 @@ fn fetch_metadata(
         let remaining = deadline.saturating_duration_since(Instant::now());
         let this = slice.min(remaining);
         match consumer.fetch_metadata(Some(topic), this) {
+            Ok(metadata) => {
+                consumer.context().answered();
+                return Ok(metadata);
+            }
             Err(err) if this < remaining && is_retriable(&err) => {
                 thread::sleep(Duration::from_millis(20).min(remaining - this));
                 slice = slice.saturating_mul(2);
@@ -124,7 +128,7 @@ fn queued_fatal_error(consumer: &WatchedConsumer) -> Option<KafkaError> {
         if fatal.is_some() {
             continue;
         }
-        if is_fatal_for_consumer(&err) {
+        if is_fatal_for_consumer(&err) && !consumer.context().only_token_refresh(&err) {
             fatal = Some(err);
         } else if is_retriable(&err) && consumer.context().certificate_refused().is_some() {
             fatal = Some(KafkaError::MessageConsumption(RDKafkaErrorCode::SSL));

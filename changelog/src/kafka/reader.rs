@@ -229,6 +229,7 @@ impl Reader {
                 Some(Ok(message))
                     if message.topic() != self.topic || message.partition() != self.partition => {}
                 Some(Ok(message)) => {
+                    consumer.context().answered();
                     let Some(record) = decode(&message, from)? else {
                         continue;
                     };
@@ -243,7 +244,8 @@ impl Reader {
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(err))
-                    if is_fatal_for_consumer(&err)
+                    if (is_fatal_for_consumer(&err)
+                        && !consumer.context().only_token_refresh(&err))
                         || consumer.context().certificate_refused().is_some() =>
                 {
                     let reason = consumer.context().explain(&err);

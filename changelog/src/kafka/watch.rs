@@ -15,6 +15,8 @@
 //! and the context keeps that too, with the endpoint and HTTP status of a refused token
 //! request, which only librdkafka's log line before it (facility `OIDC`) names.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
@@ -37,12 +39,41 @@ pub struct WatchedContext {
     /// librdkafka's last error logged of a token request (OIDC), until the authentication
     /// error it explains comes.
     token_request: Mutex<Option<String>>,
+    /// A request of the client was answered: it authenticated once (see
+    /// [`only_token_refresh`](WatchedContext::only_token_refresh)).
+    answered: AtomicBool,
+    /// Why the last refresh of the OAUTHBEARER token of this client, authenticated before,
+    /// failed: what ends its run once the token it holds expires (see
+    /// [`explain`](WatchedContext::explain)).
+    refresh_refused: Mutex<Option<String>>,
 }
 
 /// How librdkafka's error event of a token it could not get begins.
 const NO_TOKEN: &str = "Failed to acquire SASL OAUTHBEARER token: ";
 
+/// How the failure this context keeps of a token it could not get begins.
+const TOKEN_UNAVAILABLE: &str = "this client could not get an OAUTHBEARER token";
+
 impl WatchedContext {
+    /// Notes that a broker answered a request of this client, which it therefore
+    /// authenticated to.
+    pub fn answered(&self) {
+        self.answered.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether `err` only says that this client, authenticated before, could not refresh
+    /// its OAUTHBEARER token: it goes on with the token it holds until the broker refuses
+    /// that one, which is an authentication error of the broker's, as Kafka's Java client
+    /// does. A client that never authenticated gets no such leeway: its first token is
+    /// refused at once.
+    pub fn only_token_refresh(&self, err: &KafkaError) -> bool {
+        is_authentication(err)
+            && self.answered.load(Ordering::Relaxed)
+            && self
+                .last_failure()
+                .is_some_and(|failure| failure.starts_with(TOKEN_UNAVAILABLE))
+    }
+
     /// What librdkafka said of the last connection it lost or could not make.
     pub fn last_failure(&self) -> Option<String> {
         self.last_failure.lock().clone()
@@ -74,12 +105,24 @@ impl WatchedContext {
         // The broker's whole answer to an OAUTHBEARER token it refuses (RFC 7628): the
         // reason is in its own log only.
         if failure.contains(r#"{"status":"invalid_token"}"#) {
-            return Some(format!(
+            return Some(self.after_refused_refresh(format!(
                 "the broker refused this client's OAUTHBEARER token (its signature, issuer, \
                  audience or expiry; the broker's log says which): {failure}"
-            ));
+            )));
         }
-        Some(failure)
+        Some(self.after_refused_refresh(failure))
+    }
+
+    /// `failure`, with why this client's token could not be refreshed when it could not:
+    /// the broker refusing the token it went on with is that refusal's end.
+    fn after_refused_refresh(&self, failure: String) -> String {
+        match self.refresh_refused.lock().as_deref() {
+            Some(refused) if !failure.starts_with(TOKEN_UNAVAILABLE) => format!(
+                "{failure} (this client's OAUTHBEARER token could not be refreshed, and it went \
+                 on with the one it held until that one's end: {refused})"
+            ),
+            _ => failure,
+        }
     }
 }
 
@@ -116,12 +159,15 @@ impl ClientContext for WatchedContext {
                 let request = self.token_request.lock().take();
                 let request = request.filter(|request| request.contains(detail));
                 format!(
-                    "this client could not get an OAUTHBEARER token (sasl.oauthbearer.*): {}",
+                    "{TOKEN_UNAVAILABLE} (sasl.oauthbearer.*): {}",
                     request.as_deref().unwrap_or(detail)
                 )
             }
             None => reason.to_owned(),
         };
+        if failure.starts_with(TOKEN_UNAVAILABLE) && self.answered.load(Ordering::Relaxed) {
+            *self.refresh_refused.lock() = Some(failure.clone());
+        }
         *self.last_failure.lock() = Some(failure);
     }
 }
@@ -262,6 +308,11 @@ mod tests {
         let explained = context.explain(&polled).expect("explained");
         assert!(explained.ends_with(request), "{explained}");
         assert!(explained.contains("OAUTHBEARER token"), "{explained}");
+        // A token it could not get is fatal to a client until a broker answered it once.
+        assert!(!context.only_token_refresh(&polled));
+        context.answered();
+        assert!(context.only_token_refresh(&polled));
+        assert!(!context.only_token_refresh(&down()));
 
         let expired = "Must supply an unexpired token: now=1765101600000ms, exp=1765101540000ms";
         context.log(RDKafkaLogLevel::Error, "OIDC", request);
@@ -272,11 +323,16 @@ mod tests {
 
         let invalid = r#"sasl_plaintext://127.0.0.1:25410/bootstrap: SASL authentication error: {"status":"invalid_token"} (after 308ms in state AUTH_REQ)"#;
         context.log(RDKafkaLogLevel::Error, "FAIL", invalid);
+        // The broker refusing the token it holds is fatal, refreshed or not.
+        assert!(!context.only_token_refresh(&polled));
         let explained = context.explain(&polled).expect("explained");
-        assert!(explained.ends_with(invalid), "{explained}");
+        assert!(explained.contains(invalid), "{explained}");
         assert!(
             explained.contains("refused this client's OAUTHBEARER token"),
             "{explained}"
         );
+        // Its refused refresh explains why (the client had authenticated: `answered`).
+        assert!(explained.contains("could not be refreshed"), "{explained}");
+        assert!(explained.contains(expired), "{explained}");
     }
 }

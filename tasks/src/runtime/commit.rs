@@ -9,9 +9,10 @@ use rdkafka::consumer::BaseConsumer;
 use store_api::{Error, ErrorKind, Result};
 
 use crate::TaskEventKind;
+use crate::runtime::coordinator::commit_group;
 use crate::runtime::exactly_once::{abort, commit_transaction, lose_all_and_rejoin, rejoin};
 use crate::runtime::parallel::commit_in_parallel;
-use crate::runtime::shared::{GroupContext, Shared, commit_group};
+use crate::runtime::shared::{GroupContext, Shared};
 
 /// Answers an error of the outputs: a timeout (brokers slower than the produce timeout, or
 /// away, or a producer queue that stayed full) closes every task without committing and opens
@@ -130,7 +131,7 @@ pub(crate) fn commit_tasks(
     } else {
         shared.revive(consumer, &timed_out);
     }
-    if let Err(err) = commit_group(consumer, &offsets) {
+    if let Err(err) = commit_group(consumer, shared, &offsets) {
         // The stores hold the positions; the group offset is a floor and for monitoring,
         // and a commit racing a rebalance is refused. It is tried again at the next
         // commit: otherwise a task with no new record would leave it behind for good.

@@ -18,6 +18,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use store_api::ErrorKind;
 
+use super::coordinator::{commit_group, commit_within};
 use super::shared::*;
 use crate::TaskEventKind;
 use crate::group::topics::convert;
@@ -152,15 +153,16 @@ impl Shared {
         if again.count() == 0 {
             return Ok(());
         }
-        match consumer.commit(&again, rdkafka::consumer::CommitMode::Sync) {
-            Err(
+        // No answer within the request timeout tells nothing either.
+        match commit_within(consumer, self, again) {
+            Ok(Err(
                 err @ KafkaError::ConsumerCommit(
                     C::IllegalGeneration
                     | C::UnknownMemberId
                     | C::RebalanceInProgress
                     | C::FencedInstanceId,
                 ),
-            ) => Err(err),
+            )) => Err(err),
             _ => Ok(()),
         }
     }
@@ -323,7 +325,7 @@ impl Shared {
             match closed {
                 Ok(committed) => {
                     let offsets = self.group_offsets_of(partition, &committed);
-                    if let Err(err) = commit_group(consumer, &offsets) {
+                    if let Err(err) = commit_group(consumer, self, &offsets) {
                         // The state holds the position; the group offset is only a floor.
                         tracing::warn!(%err, partition, "committing the group offset failed");
                     }
@@ -386,6 +388,8 @@ impl ConsumerContext for GroupContext {
         self.shared.lifecycle.to(crate::AppState::Rebalancing);
         match rebalance {
             Rebalance::Assign(tpl) => {
+                // An assignment is an answer of the group coordinator.
+                self.shared.connection.answered();
                 self.shared.close_suspended(tpl);
                 self.shared.assign(consumer, tpl);
             }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::{Offset, TopicPartitionList};
 use statestore_changelog::kafka_util::{
     WatchedContext, convert_because, is_fatal_for_consumer, is_retriable,
 };
@@ -17,8 +17,8 @@ use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
-use crate::group::topics::convert;
 use crate::queries::QueryState;
+use crate::runtime::coordinator::GroupCommits;
 use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
 use crate::runtime::standby::Standbys;
@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     /// the task opened next here: its error handler is not asked again about a record it
     /// answered (see [`Task::take_skips`]).
     pub decided: Mutex<BTreeMap<u32, crate::state::task::Skips>>,
+    /// The commits of the group offsets, each waited for up to the request timeout.
+    pub group_commits: GroupCommits,
 }
 
 impl Shared {
@@ -138,8 +140,19 @@ impl Shared {
     /// any other is transient, and librdkafka retries it.
     ///
     /// A broker that refused the consumer's certificate is fatal too, though librdkafka
-    /// reports it as a lost connection (see [`WatchedContext`]).
+    /// reports it as a lost connection (see [`WatchedContext`]). A refused refresh of the
+    /// OAUTHBEARER token of a consumer that authenticated before is not (see
+    /// [`WatchedContext::only_token_refresh`]): it goes on with the token it holds, until the
+    /// broker refuses that one.
     pub(crate) fn consumer_error(&self, err: KafkaError) {
+        if self.connection.only_token_refresh(&err) {
+            let reason = self.connection.last_failure();
+            tracing::warn!(
+                reason,
+                "the OAUTHBEARER token could not be refreshed: going on with the one held"
+            );
+            return;
+        }
         let refused = is_retriable(&err) && self.connection.certificate_refused().is_some();
         if !is_fatal_for_consumer(&err) && !refused {
             tracing::debug!(%err, "consumer error");
@@ -212,26 +225,6 @@ impl Shared {
         }
         Ok(())
     }
-}
-
-/// Commits `offsets` (topic, partition, next offset) to the group, synchronously.
-pub(crate) fn commit_group(
-    consumer: &BaseConsumer<GroupContext>,
-    offsets: &[(&str, u32, u64)],
-) -> Result<()> {
-    if offsets.is_empty() {
-        return Ok(());
-    }
-    let mut tpl = TopicPartitionList::new();
-    for &(topic, partition, offset) in offsets {
-        let offset = i64::try_from(offset)
-            .map_err(|_| Error::invalid(format!("offset {offset} is beyond kafka's range")))?;
-        tpl.add_partition_offset(topic, partition_id(partition), Offset::Offset(offset))
-            .map_err(|err| convert("committing the group offsets (OffsetCommit)", err))?;
-    }
-    consumer
-        .commit(&tpl, CommitMode::Sync)
-        .map_err(|err| convert("committing the group offsets (OffsetCommit)", err))
 }
 
 /// Whether partition `partition` of `topic` is in `consumer`'s assignment (true when the

@@ -6,9 +6,12 @@
 //! authoriser applies the ACLs the other SASL cases grant her. An application that gets
 //! alice's token processes every record once; a wrong client secret, a token that has
 //! expired when the endpoint hands it out, and one signed by a key the broker does not know
-//! each end the run with an authentication error naming the cause within seconds.
+//! each end the run with an authentication error naming the cause within seconds. A refresh
+//! the endpoint refuses after the client authenticated is no error: the application goes on
+//! with the token it holds until that expires, then ends with an error naming the refusal,
+//! within seconds, and closes within seconds too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -16,9 +19,15 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Withheld, application, assert_clear, assert_once_each, fails, granted, sasl_cluster};
+use statestore_tasks::{Application, ProcessorContext, TasksConfig};
+
+use super::{
+    CLEAR_ERROR_WITHIN, RECORDS, Withheld, admin, application, assert_clear, assert_once_each,
+    fails, granted, sasl_cluster,
+};
+use crate::support::{count_word, produce_words_with};
 
 /// The client the token endpoint knows.
 const CLIENT_ID: &str = "wordcount";
@@ -32,6 +41,9 @@ struct Token {
     lifetime: i64,
     /// The RSA key (PKCS#8 PEM) that signs it.
     key: PathBuf,
+    /// How long after its first request the endpoint hands out tokens (`None`: until
+    /// dropped); it answers later requests as it answers a wrong secret.
+    served_for: Option<Duration>,
 }
 
 /// A token endpoint (OAuth 2.0's client credentials grant) on loopback, served by a thread
@@ -51,11 +63,14 @@ impl TokenEndpoint {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
+            let mut first = None;
             for stream in listener.incoming() {
                 if stopped.load(Ordering::Relaxed) {
                     break;
                 }
-                let answered = stream.and_then(|stream| answer(&stream, &token));
+                let first = *first.get_or_insert_with(Instant::now);
+                let serving = token.served_for.is_none_or(|time| first.elapsed() < time);
+                let answered = stream.and_then(|stream| answer(&stream, &token, serving));
                 if let Err(err) = answered {
                     eprintln!("token endpoint: {err}");
                 }
@@ -85,7 +100,7 @@ impl Drop for TokenEndpoint {
 }
 
 /// Reads one HTTP request from `stream` and answers it (see [`TokenEndpoint`]).
-fn answer(stream: &TcpStream, token: &Token) -> std::io::Result<()> {
+fn answer(stream: &TcpStream, token: &Token, serving: bool) -> std::io::Result<()> {
     // A client that stalls mid-request cannot hold the endpoint up.
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut reader = BufReader::new(stream);
@@ -110,7 +125,8 @@ fn answer(stream: &TcpStream, token: &Token) -> std::io::Result<()> {
     reader.read_exact(&mut body)?;
     let credentials = format!("{CLIENT_ID}:{CLIENT_SECRET}");
     let expected = format!("Basic {}", base64(credentials.as_bytes(), false));
-    let granted = request_line.starts_with("POST ")
+    let granted = serving
+        && request_line.starts_with("POST ")
         && authorization.as_deref() == Some(expected.as_str())
         && String::from_utf8_lossy(&body)
             .split('&')
@@ -221,6 +237,7 @@ fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_sec
         subject: "alice",
         lifetime,
         key: keys.join(key),
+        served_for: None,
     };
     let alice = TokenEndpoint::start(token(3600, "oauth.key"));
 
@@ -257,4 +274,118 @@ fn oauthbearer_oidc_works_and_a_refused_or_expired_token_is_a_clear_error_in_sec
         log.contains("JWT rejected due to invalid signature"),
         "the broker's log does not say it checked the signature"
     );
+
+    // Tokens of 60 s, from an endpoint that refuses every request 10 s after the first: each
+    // client's refresh (at 80% of the lifetime, 48 s in, then every 10 s) is refused, and the
+    // application goes on with the token it holds, as Kafka's Java client does: it processes
+    // the records produced 49 s in, after the refusals, once each (11 s before the expiry,
+    // so a loaded machine has time to produce and process them). Then the token expires,
+    // which ends it: a Kafka broker gives an OAUTHBEARER session the token's remaining lifetime
+    // (KIP-368, `connections.max.reauth.ms` set or not), so from then on every connection must
+    // authenticate anew, which an expired token cannot. The run ends with a clear
+    // authentication error within seconds of the expiry, and its close is bounded (issue 44).
+    const LIFETIME: Duration = Duration::from_secs(60);
+    let brief = TokenEndpoint::start(Token {
+        served_for: Some(Duration::from_secs(10)),
+        ..token(60, "oauth.key")
+    });
+    let config = granted(
+        bootstrap,
+        dir,
+        "r",
+        oidc(&brief, CLIENT_SECRET),
+        Withheld::Nothing,
+    );
+    let input = config.input_topics[0].clone();
+    let expiring = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(49));
+            produce_words_with(bootstrap, &admin(), &input, RECORDS);
+        });
+        run_to_the_end(config, LIFETIME + 3 * CLEAR_ERROR_WITHIN)
+    });
+    eprintln!("a refused token refresh, then its expiry: {expiring:?}");
+    let Expiring {
+        distinct,
+        again,
+        failed,
+        failed_after,
+        closed_after,
+    } = expiring;
+    assert_eq!(
+        (distinct, again),
+        (2 * RECORDS, 0),
+        "a refused token refresh: records processed, and again"
+    );
+    let failed = failed.expect("the run ended with the token's expiry");
+    assert_clear(
+        "an authenticated client's token expiring",
+        &(failed, failed_after.saturating_sub(LIFETIME)),
+        &[
+            "Authentication",
+            "OAUTHBEARER token could not be refreshed",
+            "401",
+        ],
+    );
+    assert!(
+        closed_after - failed_after < CLEAR_ERROR_WITHIN,
+        "the close after the token's expiry took {:?}",
+        closed_after - failed_after
+    );
+}
+
+/// How [`run_to_the_end`] went.
+#[derive(Debug)]
+struct Expiring {
+    /// The distinct records (partition, offset) processed.
+    distinct: u64,
+    /// The records processed again.
+    again: u64,
+    /// The run's error, if it failed.
+    failed: Option<String>,
+    /// When it failed (or gave up), from the start of the application.
+    failed_after: Duration,
+    /// When the application had closed and was dropped, from its start.
+    closed_after: Duration,
+}
+
+/// Runs `config` until it fails or `timeout` passes, then closes and drops it.
+fn run_to_the_end(config: TasksConfig, timeout: Duration) -> Expiring {
+    let mut seen = BTreeSet::new();
+    let mut again = 0;
+    let mut processor = |ctx: &mut ProcessorContext<'_>| {
+        if !seen.insert((ctx.partition(), ctx.offset())) {
+            again += 1;
+        }
+        count_word(ctx)
+    };
+    let started = Instant::now();
+    let mut failed = None;
+    match Application::new(config) {
+        Ok(mut app) => {
+            while failed.is_none() && started.elapsed() < timeout {
+                if let Err(err) = app.poll(Duration::from_millis(50), &mut processor) {
+                    failed = Some(err.to_string());
+                }
+            }
+            let failed_after = started.elapsed();
+            drop(app);
+            let closed_after = started.elapsed();
+            return Expiring {
+                distinct: seen.len() as u64,
+                again,
+                failed,
+                failed_after,
+                closed_after,
+            };
+        }
+        Err(err) => failed = Some(err.to_string()),
+    }
+    Expiring {
+        distinct: seen.len() as u64,
+        again,
+        failed,
+        failed_after: started.elapsed(),
+        closed_after: started.elapsed(),
+    }
 }
