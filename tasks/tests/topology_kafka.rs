@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use statestore_operator_stores::Utf8;
 use statestore_tasks::topology::{Context, Processor, Record, TopicName, TopologyBuilder};
-use statestore_tasks::{Application, ErrorAction, StoreSpec, TasksConfig};
+use statestore_tasks::{Application, ErrorAction, ProcessingGuarantee, StoreSpec, TasksConfig};
 use support::failing::{PARTITIONS, produce_pairs};
 use support::*;
 
@@ -136,7 +136,7 @@ fn topologies_are_described_as_kafka_streams_describes_them() {
 
 const POISON: &str = "poison";
 
-/// Counts each word in store `counts` and forwards `direct:<count>`.
+/// Counts each word in store `counts` and forwards `<word>|direct:<count>`.
 struct Count;
 
 impl Processor for Count {
@@ -154,11 +154,11 @@ impl Processor for Count {
         let counts = ctx.store("counts")?;
         let count = counts.get(word.as_bytes())?.map_or(0, |v| decode(&v)) + 1;
         counts.put(word.as_bytes(), &count.to_be_bytes())?;
-        ctx.forward(record.with_value(Some(format!("direct:{count}"))))
+        ctx.forward(record.with_value(Some(format!("{word}|direct:{count}"))))
     }
 }
 
-/// Forwards `direct:<n>` as `via:<n>`.
+/// Forwards `<word>|direct:<n>` as `<word>|via:<n>`.
 struct Via;
 
 impl Processor for Via {
@@ -176,7 +176,7 @@ impl Processor for Via {
             .value
             .as_deref()
             .unwrap_or_default()
-            .replace("direct", "via");
+            .replace("|direct:", "|via:");
         ctx.forward(record.with_value(Some(value)))
     }
 }
@@ -210,6 +210,17 @@ impl Processor for Check {
 /// its count and `via-out` its output, is skipped with none of either.
 #[test]
 fn forwarding_is_depth_first_and_a_child_that_panics_commits_nothing_of_its_record() {
+    forwarding(ProcessingGuarantee::AtLeastOnce);
+}
+
+/// The same under `exactly_once_v2`, the outputs read `read_committed`: what the poison
+/// record's processing sent before its child panicked is never committed.
+#[test]
+fn under_exactly_once_a_child_that_panics_commits_nothing_of_its_record() {
+    forwarding(ProcessingGuarantee::ExactlyOnceV2);
+}
+
+fn forwarding(guarantee: ProcessingGuarantee) {
     let Some(bootstrap) = bootstrap("forwarding_is_depth_first") else {
         return;
     };
@@ -240,6 +251,7 @@ fn forwarding_is_depth_first_and_a_child_that_panics_commits_nothing_of_its_reco
             input_topics: Vec::new(),
             stores: Vec::new(),
             processing_error: ErrorAction::Continue,
+            processing_guarantee: guarantee,
             ..config(&bootstrap, &app, &input, dir.path())
         })
         .expect("configures");
@@ -263,12 +275,20 @@ fn forwarding_is_depth_first_and_a_child_that_panics_commits_nothing_of_its_reco
     });
     assert_eq!(counts, expected, "the counts the changelogs hold");
 
+    let values: Vec<String> = match guarantee {
+        ProcessingGuarantee::ExactlyOnceV2 => read_committed_values(&bootstrap, &output),
+        _ => read_topic(&bootstrap, &output)
+            .into_iter()
+            .map(|(_, value, _)| value.unwrap_or_default())
+            .collect(),
+    };
     let mut outputs: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (key, value, _) in read_topic(&bootstrap, &output) {
+    for value in values {
+        let (word, output) = value.split_once('|').expect("<word>|<output>");
         outputs
-            .entry(key.unwrap_or_default())
+            .entry(word.to_owned())
             .or_default()
-            .push(value.unwrap_or_default());
+            .push(output.to_owned());
     }
     assert!(
         !outputs.contains_key(POISON),
