@@ -213,8 +213,9 @@ fn forwarding_is_depth_first_and_a_child_that_panics_commits_nothing_of_its_reco
     forwarding(ProcessingGuarantee::AtLeastOnce);
 }
 
-/// The same under `exactly_once_v2`, the outputs read `read_committed`: what the poison
-/// record's processing sent before its child panicked is never committed.
+/// The same under `exactly_once_v2` on two stream threads, the outputs read
+/// `read_committed`: what the poison record's processing sent before its child panicked is
+/// never committed.
 #[test]
 fn under_exactly_once_a_child_that_panics_commits_nothing_of_its_record() {
     forwarding(ProcessingGuarantee::ExactlyOnceV2);
@@ -252,6 +253,11 @@ fn forwarding(guarantee: ProcessingGuarantee) {
             stores: Vec::new(),
             processing_error: ErrorAction::Continue,
             processing_guarantee: guarantee,
+            stream_threads: if guarantee == ProcessingGuarantee::ExactlyOnceV2 {
+                2
+            } else {
+                1
+            },
             ..config(&bootstrap, &app, &input, dir.path())
         })
         .expect("configures");
