@@ -469,18 +469,10 @@ impl Application {
         let globals = GlobalStores::start(&self.shared.config, &topology)?;
         let reads = globals.as_ref().map(GlobalStores::reads);
         self.shared.queries.set_globals(reads.clone());
-        // The one sub-topology `check` allows; its tasks are `0_<partition>` whatever its id
-        // (a global store added first takes id 0).
-        let subtopology = topology.subtopologies().first().map_or(0, |sub| sub.id);
         let topology = Arc::new(topology);
         let application_id = self.shared.config.application_id.clone();
         let ran = self.run_tasks(stop, |_| {
-            TaskGraph::new(
-                Arc::clone(&topology),
-                reads.clone(),
-                &application_id,
-                subtopology,
-            )
+            TaskGraph::new(Arc::clone(&topology), reads.clone(), &application_id)
         });
         if let Some(globals) = &globals {
             globals.stop();

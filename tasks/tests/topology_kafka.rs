@@ -645,3 +645,179 @@ fn a_global_store_is_restored_before_the_first_record_and_kept_while_running() {
         "a restart restores from the checkpoint, not from the start"
     );
 }
+
+/// Splits a line into its words, each forwarded keyed by itself.
+struct Split;
+
+impl Processor for Split {
+    type KeyIn = String;
+    type ValueIn = String;
+    type KeyOut = String;
+    type ValueOut = String;
+
+    fn process(
+        &mut self,
+        ctx: &mut Context<'_, String, String>,
+        line: Record<String, String>,
+    ) -> store_api::Result<()> {
+        let text = line.value.clone().unwrap_or_default();
+        for word in text.split_whitespace() {
+            let word = Some(word.to_owned());
+            ctx.forward(Record::new(word.clone(), word, line.timestamp))?;
+        }
+        Ok(())
+    }
+}
+
+/// Lines keyed by their number -> split -> re-keyed by word through the repartition topic
+/// `<app>-words-repartition`, which the application creates with the input's partition count
+/// -> counted per word: the counts are exact and each count is output once, in order, under
+/// `guarantee`.
+fn rekeyed(guarantee: ProcessingGuarantee) {
+    let Some(bootstrap) = bootstrap("a_repartition_topic_rekeys_words") else {
+        return;
+    };
+    let (app, input, output) = (unique("rekey"), unique("rekey-in"), unique("rekey-out"));
+    create_topic(&bootstrap, &input, 4);
+    create_topic(&bootstrap, &output, 4);
+    let lines: Vec<(String, String)> = (0..1_000u64)
+        .map(|i| {
+            let words: Vec<String> = (0..3).map(|j| word(i * 3 + j)).collect();
+            (format!("line-{i}"), words.join(" "))
+        })
+        .collect();
+    produce_pairs(&bootstrap, &input, &lines);
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, line) in &lines {
+        for word in line.split_whitespace() {
+            *expected.entry(word.to_owned()).or_default() += 1;
+        }
+    }
+
+    let mut builder = TopologyBuilder::new();
+    builder
+        .add_source::<String, String, Utf8, Utf8>("lines", [input.as_str()])
+        .add_processor("split", || Split, ["lines"])
+        .add_sink::<String, String, Utf8, Utf8>(
+            "to-words",
+            TopicName::repartition("words"),
+            ["split"],
+        )
+        .add_source::<String, String, Utf8, Utf8>("words", [TopicName::repartition("words")])
+        .add_processor("count", || Count, ["words"])
+        .add_store(StoreSpec::new("counts", "redb"), ["count"])
+        .add_sink::<String, String, Utf8, Utf8>("out", output.as_str(), ["count"]);
+    let topology = builder.build().expect("builds");
+    assert_eq!(topology.subtopologies().len(), 2);
+    let dir = tempfile::tempdir().expect("dir");
+    let config = topology
+        .configure(TasksConfig {
+            input_topics: Vec::new(),
+            stores: Vec::new(),
+            processing_guarantee: guarantee,
+            ..config(&bootstrap, &app, &input, dir.path())
+        })
+        .expect("configures");
+    let repartition = format!("{app}-words-repartition");
+    assert_eq!(
+        config.repartition_topics,
+        std::slice::from_ref(&repartition)
+    );
+
+    let stop = AtomicBool::new(false);
+    let counts = thread::scope(|scope| {
+        let application = Application::new(config).expect("app");
+        let running = scope.spawn(|| application.run_topology(&stop, topology));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut counts = BTreeMap::new();
+        while Instant::now() < deadline && !running.is_finished() {
+            counts = changelog_counts(&bootstrap, &app, PARTITIONS);
+            if counts == expected {
+                break;
+            }
+            thread::sleep(Duration::from_millis(500));
+        }
+        stop.store(true, Ordering::Relaxed);
+        running.join().expect("run").expect("runs");
+        counts
+    });
+    assert_eq!(counts, expected, "the counts the changelogs hold");
+    // Read to the last stable offset: under exactly-once the topic ends with a transaction
+    // marker, which no reader is handed.
+    assert_eq!(
+        read_committed_values(&bootstrap, &repartition).len(),
+        3_000,
+        "one repartition record per word"
+    );
+
+    let values: Vec<String> = match guarantee {
+        ProcessingGuarantee::ExactlyOnceV2 => read_committed_values(&bootstrap, &output),
+        _ => read_topic(&bootstrap, &output)
+            .into_iter()
+            .map(|(_, value, _)| value.unwrap_or_default())
+            .collect(),
+    };
+    let mut outputs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for value in values {
+        let (word, output) = value.split_once('|').expect("<word>|<output>");
+        outputs
+            .entry(word.to_owned())
+            .or_default()
+            .push(output.to_owned());
+    }
+    for (word, &n) in &expected {
+        let each: Vec<String> = (1..=n).map(|i| format!("direct:{i}")).collect();
+        assert_eq!(outputs.get(word), Some(&each), "the outputs of {word}");
+    }
+}
+
+#[test]
+fn a_repartition_topic_rekeys_words_between_two_subtopologies() {
+    rekeyed(ProcessingGuarantee::AtLeastOnce);
+}
+
+#[test]
+fn a_repartition_topic_rekeys_words_exactly_once() {
+    rekeyed(ProcessingGuarantee::ExactlyOnceV2);
+}
+
+/// A repartition topic that exists with another partition count than the inputs' is a clear
+/// error when the application starts, naming both counts.
+#[test]
+fn a_repartition_topic_with_another_partition_count_is_an_error() {
+    let Some(bootstrap) = bootstrap("a_repartition_topic_with_another_partition_count") else {
+        return;
+    };
+    let (app, input) = (unique("rekey-count"), unique("rekey-count-in"));
+    create_topic(&bootstrap, &input, 4);
+    create_topic(&bootstrap, &format!("{app}-words-repartition"), 3);
+    let mut builder = TopologyBuilder::new();
+    builder
+        .add_source::<String, String, Utf8, Utf8>("lines", [input.as_str()])
+        .add_processor("split", || Split, ["lines"])
+        .add_sink::<String, String, Utf8, Utf8>(
+            "to-words",
+            TopicName::repartition("words"),
+            ["split"],
+        )
+        .add_source::<String, String, Utf8, Utf8>("words", [TopicName::repartition("words")])
+        .add_processor("count", || Count, ["words"])
+        .add_store(StoreSpec::new("counts", "memory"), ["count"]);
+    let topology = builder.build().expect("builds");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = topology
+        .configure(TasksConfig {
+            input_topics: Vec::new(),
+            stores: Vec::new(),
+            ..config(&bootstrap, &app, &input, dir.path())
+        })
+        .expect("configures");
+    let err = match Application::new(config) {
+        Ok(_) => panic!("started with a repartition topic of 3 partitions"),
+        Err(err) => err.to_string(),
+    };
+    assert!(
+        err.contains("-words-repartition has 3 partitions") && err.contains("has 4"),
+        "{err}"
+    );
+}

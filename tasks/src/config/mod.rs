@@ -42,6 +42,13 @@ pub struct TasksConfig {
     /// `0_<p>` owns partition `p` of each, so several need the `range` assignment strategy,
     /// the only one of librdkafka's that keeps them together.
     pub input_topics: Vec<String>,
+    /// The input topics this application owns and creates when missing: a topology's
+    /// repartition topics (`<application_id>-<name>-repartition`, see
+    /// [`Topology::configure`](crate::topology::Topology::configure)), each also in
+    /// `input_topics`. Created with the other inputs' partition count and the broker's
+    /// defaults (`cleanup.policy=delete`, its retention); an existing one with another count
+    /// is an error.
+    pub repartition_topics: Vec<String>,
     /// The stores of every task.
     pub stores: Vec<StoreSpec>,
     /// How often every task's stores, then the group offsets, are committed. Default 30 s.
@@ -152,6 +159,7 @@ impl std::fmt::Debug for TasksConfig {
             .field("state_dir", &self.state_dir)
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("input_topics", &self.input_topics)
+            .field("repartition_topics", &self.repartition_topics)
             .field("stores", &self.stores)
             .field("commit_interval_ms", &self.commit_interval_ms)
             .field("num_standby_replicas", &self.num_standby_replicas)
@@ -208,6 +216,7 @@ impl Default for TasksConfig {
             state_dir: PathBuf::from("state"),
             bootstrap_servers: "localhost:9092".to_owned(),
             input_topics: Vec::new(),
+            repartition_topics: Vec::new(),
             stores: Vec::new(),
             commit_interval_ms: 30_000,
             num_standby_replicas: 0,

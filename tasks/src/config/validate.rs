@@ -27,6 +27,16 @@ impl TasksConfig {
                 )));
             }
         }
+        if let Some(topic) = self
+            .repartition_topics
+            .iter()
+            .find(|topic| !self.input_topics.contains(topic))
+        {
+            return Err(Error::invalid(format!(
+                "repartition topic {topic:?} is not an input topic: the application creates it \
+                 to read it"
+            )));
+        }
         if self.input_topics.len() > 1 && self.assignment_strategy != AssignmentStrategy::Range {
             return Err(Error::invalid(format!(
                 "{} input topics are configured with assignment_strategy {:?}: a task owns the \

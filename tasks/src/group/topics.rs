@@ -1,5 +1,6 @@
 //! The topics an application needs: its input topics, which must exist with one partition
-//! count, and one changelog topic per store, created when missing with that partition count.
+//! count, its repartition topics and one changelog topic per store, created when missing with
+//! that partition count.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,7 +25,11 @@ use crate::config::TasksConfig;
 /// counts named); `Timeout` when no broker answers.
 pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u32> {
     let mut counted: Option<(&str, u32)> = None;
-    for input in &config.input_topics {
+    let external = config
+        .input_topics
+        .iter()
+        .filter(|input| !config.repartition_topics.contains(input));
+    for input in external {
         let count = input_partition_count(clients, input)?.ok_or_else(|| {
             Error::invalid(format!(
                 "input topic {input} does not exist (application {}); create it first: its \
@@ -47,6 +52,23 @@ pub(crate) fn prepare(clients: &KafkaClients, config: &TasksConfig) -> Result<u3
     let Some((input, partitions)) = counted else {
         return Err(Error::invalid("no input topic is configured"));
     };
+    for topic in &config.repartition_topics {
+        let count = match clients.partition_count(topic)? {
+            Some(count) => count,
+            None => {
+                let count = i32::try_from(partitions).unwrap_or(i32::MAX);
+                create_topic_with(&config.bootstrap_servers, &config.properties, topic, count)?;
+                input_partition_count(clients, topic)?.unwrap_or(0)
+            }
+        };
+        if count != partitions {
+            return Err(Error::invalid(format!(
+                "repartition topic {topic} has {count} partitions but input topic {input} has \
+                 {partitions}: a task reads the same partition of both (delete the \
+                 repartition topic)"
+            )));
+        }
+    }
     if let Some(topic) = &config.dead_letter_topic
         && input_partition_count(clients, topic)?.is_none()
     {

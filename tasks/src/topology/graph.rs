@@ -277,12 +277,12 @@ impl<'c> Link<'c> {
     }
 }
 
-/// One task's instance of a sub-topology: the task's [`Processor`](crate::Processor).
+/// One task's instance of a topology: the task's [`Processor`](crate::Processor).
 pub(crate) struct TaskGraph {
     topology: Arc<Topology>,
     /// The application's global stores, restored.
     globals: Option<Arc<GlobalReads>>,
-    /// Each node of the sub-topology, by index (`None` for the other sub-topologies' nodes).
+    /// Each node, by index (`None` for the global stores' nodes, which run elsewhere).
     nodes: Vec<Option<RefCell<Box<dyn ErasedNode>>>>,
     /// The source of each input topic, by its name on the brokers.
     sources: HashMap<String, usize>,
@@ -293,12 +293,12 @@ pub(crate) struct TaskGraph {
 }
 
 impl TaskGraph {
-    /// Sub-topology `subtopology` of `topology`, made for one task of `application_id`.
+    /// Every sub-topology of `topology` (its global stores' nodes aside), made for one task
+    /// of `application_id`: the task owns the same partition of every source topic.
     pub(crate) fn new(
         topology: Arc<Topology>,
         globals: Option<Arc<GlobalReads>>,
         application_id: &str,
-        subtopology: u32,
     ) -> Self {
         let mut sources = HashMap::new();
         let nodes = topology
@@ -306,9 +306,6 @@ impl TaskGraph {
             .iter()
             .enumerate()
             .map(|(i, node)| {
-                if node.subtopology != subtopology {
-                    return None;
-                }
                 let make = match &node.kind {
                     DefKind::Source { topics, make, .. } => {
                         for topic in topics {

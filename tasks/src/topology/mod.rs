@@ -13,9 +13,9 @@
 //!   stores. Everything one input record's processing writes and forwards commits, or fails,
 //!   as one unit.
 //!
-//! [`Application::run_topology`](crate::Application::run_topology) runs a topology of one
-//! sub-topology with at least one store, and its global stores; sub-topologies joined
-//! through repartition topics are described and checked, not yet run.
+//! [`Application::run_topology`](crate::Application::run_topology) runs a topology with at
+//! least one store, its global stores, and sub-topologies joined through repartition topics;
+//! one task `0_<partition>` runs partition `<partition>` of every sub-topology.
 
 mod api;
 mod build;
@@ -117,14 +117,26 @@ impl Topology {
     }
 
     /// `config` with the inputs and stores this topology runs on: `input_topics` set to its
-    /// sources' topics, `stores` to its stores (each left as it is when it already says the
+    /// sources' topics (of every sub-topology), `repartition_topics` to the repartition
+    /// topics among them, `stores` to its stores (each left as it is when it already says the
     /// same).
     ///
     /// # Errors
     /// `InvalidArgument` when `config` names other inputs or stores, and for a topology this
-    /// runtime cannot run yet (several sub-topologies, no store).
+    /// runtime cannot run yet (no store).
     pub fn configure(&self, mut config: TasksConfig) -> Result<TasksConfig> {
-        let inputs = self.runnable_inputs(&config.application_id)?;
+        if self.stores.is_empty() {
+            return Err(Error::invalid(
+                "this topology has no store: this version runs topologies with at least one",
+            ));
+        }
+        let app = config.application_id.clone();
+        let sources = || self.subtopologies.iter().flat_map(|sub| &sub.source_topics);
+        let inputs: Vec<String> = sources().map(|topic| topic.resolve(&app)).collect();
+        let repartition: Vec<String> = sources()
+            .filter(|topic| matches!(topic, TopicName::Repartition(_)))
+            .map(|topic| topic.resolve(&app))
+            .collect();
         if !config.input_topics.is_empty() && config.input_topics != inputs {
             return Err(Error::invalid(format!(
                 "the configuration reads {:?} but the topology's sources read {inputs:?}",
@@ -138,6 +150,7 @@ impl Topology {
             ));
         }
         config.input_topics = inputs;
+        config.repartition_topics = repartition;
         config.stores = self.stores.clone();
         Ok(config)
     }
@@ -145,31 +158,15 @@ impl Topology {
     /// Checks that `config` is what [`configure`](Self::configure) makes of it.
     pub(crate) fn check(&self, config: &TasksConfig) -> Result<()> {
         let configured = self.configure(config.clone())?;
-        if configured.input_topics != config.input_topics || configured.stores != config.stores {
+        if configured.input_topics != config.input_topics
+            || configured.repartition_topics != config.repartition_topics
+            || configured.stores != config.stores
+        {
             return Err(Error::invalid(
                 "the application's configuration was not made by Topology::configure",
             ));
         }
         Ok(())
-    }
-
-    fn runnable_inputs(&self, application_id: &str) -> Result<Vec<String>> {
-        if self.stores.is_empty() {
-            return Err(Error::invalid(
-                "this topology has no store: this version runs topologies with at least one",
-            ));
-        }
-        match self.subtopologies.as_slice() {
-            [only] => Ok(only
-                .source_topics
-                .iter()
-                .map(|topic| topic.resolve(application_id))
-                .collect()),
-            many => Err(Error::invalid(format!(
-                "this topology has {} sub-topologies; this version runs topologies of one",
-                many.len()
-            ))),
-        }
     }
 }
 

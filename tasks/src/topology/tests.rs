@@ -295,9 +295,12 @@ fn nodes_group_into_subtopologies_as_kafka_streams_groups_them() {
         TopicName::repartition("r").resolve("app"),
         "app-r-repartition"
     );
-    // This version runs one sub-topology: the others are a clear error, not a silent half.
-    let err = topology
-        .configure(crate::TasksConfig::default())
-        .expect_err("two sub-topologies");
-    assert!(err.to_string().contains("2 sub-topologies"), "{err}");
+    let config = topology
+        .configure(crate::TasksConfig {
+            application_id: "app".into(),
+            ..crate::TasksConfig::default()
+        })
+        .expect("configures");
+    assert_eq!(config.input_topics, ["a", "app-r-repartition", "b"]);
+    assert_eq!(config.repartition_topics, ["app-r-repartition"]);
 }
