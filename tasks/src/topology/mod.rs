@@ -5,9 +5,8 @@
 //!   whole graph and answers a [`TopologyError`] naming what is wrong, so nothing fails at
 //!   run time for the graph's shape.
 //! - Nodes connected through parents, or through a store they share, form a sub-topology, as
-//!   Kafka Streams groups them, numbered in the order their first node was added; a task is
-//!   `<subtopology>_<partition>` and owns partition `<partition>` of its sub-topology's source
-//!   topics. [`Topology::describe`] prints them as Kafka Streams' `TopologyDescription` does.
+//!   Kafka Streams groups them, numbered in the order their first node was added;
+//!   [`Topology::describe`] prints them as Kafka Streams' `TopologyDescription` does.
 //! - Inside a task a processor's [`forward`](Context::forward) runs its children in the same
 //!   call, depth first, passing keys and values as they are: bytes only at sources, sinks and
 //!   stores. Everything one input record's processing writes and forwards commits, or fails,
