@@ -164,7 +164,7 @@ impl Cluster {
     /// `STATESTORE.TEST` and its KDC on loopback; a client's `KRB5_CONFIG`), and keytabs:
     /// `alice.keytab` (`alice@STATESTORE.TEST`, the principal `User:alice`), `stale.keytab`
     /// (alice's key before the KDC changed it), `mallory.keytab` (`mallory@STATESTORE.TEST`,
-    /// whom the KDC does not know).
+    /// whom the KDC does not know); and `kdc.log`, the tickets the KDC issued.
     ///
     /// # Panics
     /// When the cluster was not started by [`start_kerberos`].
