@@ -234,15 +234,17 @@ REALM=STATESTORE.TEST
 # The KDC's port: after every node's client and controller ports.
 kdc_port() { echo $((PORT + 2 * BROKER_NODES)); }
 
-# The KDC (krb5-kdc), kadmin.local (krb5-admin-server), kinit (krb5-user), which librdkafka runs to get a client's
-# ticket, and Cyrus SASL's GSSAPI module, which librdkafka authenticates with.
+# The KDC (krb5-kdc), kadmin.local (krb5-admin-server), kinit (krb5-user), which librdkafka
+# runs to get a client's ticket, and Cyrus SASL's GSSAPI module, which librdkafka
+# authenticates with.
 kerberos_installed() {
   [[ -x /usr/sbin/krb5kdc && -x /usr/sbin/kdb5_util && -x /usr/sbin/kadmin.local ]] &&
     command -v kinit >/dev/null && dpkg -s libsasl2-modules-gssapi-mit >/dev/null 2>&1
 }
 
-# Installs them under the broker's install lock, so two clusters starting at once do not run
-# apt-get twice. Debian's krb5-kdc starts no KDC without a realm of its own in /etc.
+# Installs them under a lock, so two clusters starting at once do not run apt-get twice. The
+# packages' scripts try to start Debian's own KDC and kadmind, which find no realm in
+# /etc/krb5kdc and do not start (a container's policy-rc.d may not even let them try).
 install_kerberos() {
   kerberos_installed && return 0
   mkdir -p "$BROKER_HOME"
