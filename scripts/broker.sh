@@ -14,8 +14,10 @@
 #   scripts/broker.sh port NODE        print node NODE's client port
 #   scripts/broker.sh ssl-bootstrap    sasl_ssl only: print the mTLS listeners' addresses
 #   scripts/broker.sh certs            sasl_ssl only: print the directory of the certificates
-#   scripts/broker.sh oauth            sasl and sasl_ssl: print the directory of the OAUTHBEARER
-#                                      signing keys
+#   scripts/broker.sh oauth            sasl, sasl_ssl and kerberos: print the directory of the
+#                                      OAUTHBEARER signing keys
+#   scripts/broker.sh kerberos         kerberos only: print the directory of the realm's
+#                                      krb5.conf and keytabs
 #   scripts/broker.sh log NODE         print the path of node NODE's log
 #   scripts/broker.sh classpath        install Kafka if missing, print the Java classpath of its
 #                                      jars (tests run Apache Kafka's own producer with it)
@@ -67,6 +69,20 @@
 #                             signed), rogue-ca.pem, rogue.pem and rogue.key (another CA, which
 #                             the nodes do not trust, and a CN=carol certificate it signed).
 #                             Keys are PKCS#8 PEM without a password.
+#   STATESTORE_BROKER_SECURITY=kerberos  kafka only: `sasl`'s listener, users and authoriser,
+#                             and GSSAPI: an MIT Kerberos KDC (Debian's krb5-kdc, installed
+#                             when missing) of realm STATESTORE.TEST on $HOST, port PORT+2N
+#                             (TCP and UDP), started before the nodes and stopped with them.
+#                             The directory `kerberos` prints holds krb5.conf (the realm, its
+#                             KDC, no DNS and no host name canonicalisation: the nodes'
+#                             principal is kafka/$HOST@STATESTORE.TEST, as librdkafka asks
+#                             for a broker it reaches at $HOST) and the keytabs: kafka.keytab
+#                             (the nodes'), alice.keytab (alice@STATESTORE.TEST, User:alice to
+#                             the authoriser), stale.keytab (alice's key before the KDC changed
+#                             it) and mallory.keytab (mallory@STATESTORE.TEST, whom the KDC no
+#                             longer knows). A client needs KRB5_CONFIG=<dir>/krb5.conf, kinit
+#                             (krb5-user) and Cyrus SASL's GSSAPI module
+#                             (libsasl2-modules-gssapi-mit), installed with the KDC.
 set -euo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -86,8 +102,8 @@ case "$BROKER" in
 esac
 SECURITY="${STATESTORE_BROKER_SECURITY:-}"
 case "$SECURITY" in
-  "" | sasl | sasl_ssl) ;;
-  *) die "STATESTORE_BROKER_SECURITY must be empty, sasl or sasl_ssl, not '$SECURITY'" ;;
+  "" | sasl | sasl_ssl | kerberos) ;;
+  *) die "STATESTORE_BROKER_SECURITY must be empty, sasl, sasl_ssl or kerberos, not '$SECURITY'" ;;
 esac
 [[ -z "$SECURITY" || "$BROKER" == kafka ]] || die "STATESTORE_BROKER_SECURITY needs kafka"
 
@@ -211,6 +227,115 @@ make_oauth_keys() {
     "$n" >"$dir/jwks.json"
 }
 
+# --- Kerberos (STATESTORE_BROKER_SECURITY=kerberos) ----------------------------------------
+
+REALM=STATESTORE.TEST
+
+# The KDC's port: after every node's client and controller ports.
+kdc_port() { echo $((PORT + 2 * BROKER_NODES)); }
+
+# The KDC (krb5-kdc), kadmin.local (krb5-admin-server), kinit (krb5-user), which librdkafka
+# runs to get a client's ticket, and Cyrus SASL's GSSAPI module, which librdkafka
+# authenticates with.
+kerberos_installed() {
+  [[ -x /usr/sbin/krb5kdc && -x /usr/sbin/kdb5_util && -x /usr/sbin/kadmin.local ]] &&
+    command -v kinit >/dev/null && dpkg -s libsasl2-modules-gssapi-mit >/dev/null 2>&1
+}
+
+# Installs them under a lock, so two clusters starting at once do not run apt-get twice. The
+# packages' scripts try to start Debian's own KDC and kadmind, which find no realm in
+# /etc/krb5kdc and do not start (a container's policy-rc.d may not even let them try).
+install_kerberos() {
+  kerberos_installed && return 0
+  mkdir -p "$BROKER_HOME"
+  exec 8>"$BROKER_HOME/install-kerberos.lock"
+  flock 8
+  kerberos_installed ||
+    apt_install krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit
+  exec 8>&-
+  kerberos_installed || die "installing the Kerberos packages finished, but they are not there"
+}
+
+# Makes realm $REALM in directory $1 (see STATESTORE_BROKER_SECURITY above): krb5.conf and
+# kdc.conf, the database, the principals and their keytabs. Returns 1 (the tools' words in
+# $1/kadmin.log) when a step fails, as make_certs.
+make_kerberos() {
+  local dir=$1 port query
+  port=$(kdc_port)
+  mkdir -p "$dir"
+  # No DNS and no canonicalisation: a client asks for kafka/<the address it connects to>,
+  # and Java, which reads this file too, looks up the same name in the nodes' keytab.
+  cat >"$dir/krb5.conf" <<EOF
+[libdefaults]
+  default_realm = $REALM
+  dns_lookup_kdc = false
+  dns_lookup_realm = false
+  dns_canonicalize_hostname = false
+  rdns = false
+  udp_preference_limit = 1
+  ticket_lifetime = 24h
+  renew_lifetime = 7d
+[realms]
+  $REALM = {
+    kdc = $HOST:$port
+  }
+EOF
+  cat >"$dir/kdc.conf" <<EOF
+[kdcdefaults]
+  kdc_listen = $HOST:$port
+  kdc_tcp_listen = $HOST:$port
+[realms]
+  $REALM = {
+    database_name = $dir/principal
+    key_stash_file = $dir/stash
+    acl_file = $dir/kadm5.acl
+    max_renewable_life = 7d
+    supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
+  }
+[logging]
+  kdc = FILE:$dir/kdc.log
+  admin_server = FILE:$dir/kadmin.log
+EOF
+  : >"$dir/kadm5.acl"
+  local -x KRB5_CONFIG="$dir/krb5.conf" KRB5_KDC_PROFILE="$dir/kdc.conf"
+  kdb5_util create -s -r "$REALM" -P "statestore-master-$RANDOM$RANDOM" >>"$dir/kadmin.log" 2>&1 ||
+    return 1
+  # alice's first key goes to stale.keytab; ktadd gives her a new one for alice.keytab. mallory
+  # has a keytab, and the KDC forgets him.
+  for query in "addprinc -randkey kafka/$HOST" "ktadd -k $dir/kafka.keytab kafka/$HOST" \
+    "addprinc -randkey alice" "ktadd -k $dir/stale.keytab alice" \
+    "ktadd -k $dir/alice.keytab alice" "addprinc -randkey mallory" \
+    "ktadd -k $dir/mallory.keytab mallory" "delprinc -force mallory"; do
+    kadmin.local -r "$REALM" -q "$query" >>"$dir/kadmin.log" 2>&1 || return 1
+  done
+}
+
+# Starts the KDC of the realm in directory $1, in its own session (as the nodes), and waits
+# until it accepts connections.
+start_kdc() {
+  local dir=$1 waited=0
+  (KRB5_CONFIG="$dir/krb5.conf" KRB5_KDC_PROFILE="$dir/kdc.conf" \
+    exec setsid /usr/sbin/krb5kdc -n -r "$REALM" >>"$dir/kdc.out" 2>&1) &
+  echo $! >"$dir/kdc.pid"
+  until port_open "$(kdc_port)"; do
+    alive "$(cat "$dir/kdc.pid")" ||
+      { cat "$dir/kdc.out" "$dir/kdc.log" >&2 2>/dev/null; return 1; }
+    ((waited >= WAIT * 10)) && { log "the KDC did not serve within ${WAIT}s"; return 1; }
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  log "KDC of $REALM serving on $HOST:$(kdc_port) (pid $(cat "$dir/kdc.pid"))"
+}
+
+stop_kdc() {
+  local pid
+  pid=$(cat "$BROKER_DIR/kerberos/kdc.pid" 2>/dev/null) || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do alive "$pid" || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  while alive "$pid"; do sleep 0.05; done
+}
+
 # File $1 as one properties value: Kafka takes PEM certificates and keys as config values,
 # and java.util.Properties reads `\n` as a line break.
 pem_value() { awk '{ printf "%s\\n", $0 }' "$1"; }
@@ -229,7 +354,7 @@ prepare_kafka_node() {
   local min_isr=$((replicas >= 3 ? 2 : 1))
   local proto=PLAINTEXT format_args=() extra="" extra_map=""
   case "$SECURITY" in
-    sasl)
+    sasl | kerberos)
       proto=SASL_PLAINTEXT
       format_args=(--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
       ;;
@@ -266,6 +391,7 @@ EOF
   if [[ -n "$SECURITY" ]]; then
     local listener=${proto,,} mechanisms=PLAIN,SCRAM-SHA-512,OAUTHBEARER
     [[ "$SECURITY" == sasl_ssl ]] && mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+    [[ "$SECURITY" == kerberos ]] && mechanisms+=,GSSAPI
     cat >>"$dir/server.properties" <<EOF
 sasl.enabled.mechanisms=$mechanisms
 sasl.mechanism.inter.broker.protocol=PLAIN
@@ -283,6 +409,15 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
 super.users=User:admin;User:ANONYMOUS
 allow.everyone.if.no.acl.found=false
+EOF
+  fi
+  if [[ "$SECURITY" == kerberos ]]; then
+    cat >>"$dir/server.properties" <<EOF
+# GSSAPI: the nodes accept tickets for their principal, with its key from the keytab; a
+# client's principal alice@STATESTORE.TEST is User:alice (the DEFAULT rule strips the
+# realm, krb5.conf's default_realm).
+sasl.kerberos.service.name=kafka
+listener.name.$listener.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="$BROKER_DIR/kerberos/kafka.keytab" principal="kafka/$HOST@$REALM";
 EOF
   fi
   if [[ "$SECURITY" == sasl_ssl ]]; then
@@ -309,6 +444,8 @@ EOF
   local allowed=""
   [[ -n "$SECURITY" ]] &&
     allowed="-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$BROKER_DIR/oauth/jwks.json"
+  [[ "$SECURITY" == kerberos ]] &&
+    allowed+=" -Djava.security.krb5.conf=$BROKER_DIR/kerberos/krb5.conf"
   cat >"$dir/run.sh" <<EOF
 #!/usr/bin/env bash
 exec java -Xms128m -Xmx${STATESTORE_BROKER_HEAP:-512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \\
@@ -438,7 +575,7 @@ start() {
     return 0
   fi
   # A state file whose cluster died (a reboot, a kill): drop its directory and start afresh.
-  [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && rm -rf "$BROKER_DIR"
+  [[ -n "${BROKER_DIR:-}" && -d "$BROKER_DIR" ]] && { stop_kdc; rm -rf "$BROKER_DIR"; }
   rm -f "$STATE"
   [[ "$BROKER" == kafka || "$nodes" == 1 ]] || die "nisshi runs one node only"
   local i addr="" ssl_addr="" port
@@ -452,7 +589,10 @@ start() {
     addr+="${addr:+,}$HOST:$(node_port "$i")"
     [[ "$SECURITY" == sasl_ssl ]] && ssl_addr+="${ssl_addr:+,}$HOST:$(node_ssl_port "$i")"
   done
+  [[ "$SECURITY" == kerberos ]] && port_open "$(kdc_port)" &&
+    die "port $(kdc_port) (the KDC's) is already in use; set STATESTORE_KAFKA_PORT to a free port"
   install_broker
+  [[ "$SECURITY" == kerberos ]] && install_kerberos
   BROKER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/statestore-broker.XXXXXX")
   BROKER_ADDR=$addr
   printf 'BROKER_KIND=%s\nBROKER_DIR=%q\nBROKER_ADDR=%s\nBROKER_NODES=%s\nBROKER_SSL_ADDR=%s\n' \
@@ -461,6 +601,12 @@ start() {
     make_certs "$BROKER_DIR/certs" ||
       { cat "$BROKER_DIR/certs/openssl.log" >&2; stop; die "making the certificates failed"; }
     log "certificates in $BROKER_DIR/certs (scripts/broker.sh certs)"
+  fi
+  if [[ "$SECURITY" == kerberos ]]; then
+    make_kerberos "$BROKER_DIR/kerberos" ||
+      { cat "$BROKER_DIR/kerberos/kadmin.log" >&2; stop; die "making the realm failed"; }
+    start_kdc "$BROKER_DIR/kerberos" || { stop; die "the KDC did not start"; }
+    log "realm $REALM in $BROKER_DIR/kerberos (scripts/broker.sh kerberos)"
   fi
   if [[ -n "$SECURITY" ]]; then
     make_oauth_keys "$BROKER_DIR/oauth" ||
@@ -509,6 +655,7 @@ stop() {
       while node_alive "$i"; do sleep 0.05; done
     done
     log "stopped $BROKER_NODES node(s)"
+    stop_kdc
     rm -rf "$BROKER_DIR"
   else
     log "not running"
@@ -564,7 +711,10 @@ signal_node() {
 }
 
 case "${1:-}" in
-  install) install_broker ;;
+  install)
+    install_broker
+    [[ "$SECURITY" != kerberos ]] || install_kerberos
+    ;;
   start) start "${2:-1}" ;;
   stop) stop ;;
   status) status ;;
@@ -585,8 +735,13 @@ case "${1:-}" in
     ;;
   oauth)
     load_state || die "not running"
-    [[ -d "$BROKER_DIR/oauth" ]] || die "not a sasl or sasl_ssl cluster: no OAUTHBEARER keys"
+    [[ -d "$BROKER_DIR/oauth" ]] || die "not a sasl, sasl_ssl or kerberos cluster: no OAUTHBEARER keys"
     echo "$BROKER_DIR/oauth"
+    ;;
+  kerberos)
+    load_state || die "not running"
+    [[ -d "$BROKER_DIR/kerberos" ]] || die "not a kerberos cluster: no realm"
+    echo "$BROKER_DIR/kerberos"
     ;;
   log) need_node "${2:-}" && echo "$(node_dir "$2")/broker.log" ;;
   classpath)
@@ -596,7 +751,7 @@ case "${1:-}" in
     ;;
   *)
     echo "usage: $0 install|start [N]|stop|status|kill N|restart N|pause N|resume N|port N|log N|" \
-      "ssl-bootstrap|certs|oauth|classpath" >&2
+      "ssl-bootstrap|certs|oauth|kerberos|classpath" >&2
     exit 2
     ;;
 esac

@@ -7,11 +7,14 @@
 //! end the run with an error naming the cause within seconds, never a hang or a timeout; an
 //! ACL removed from a running application stops it with a clear error, and once restored the
 //! application resumes with nothing lost. OAUTHBEARER (module `oauth`) and TLS (module `tls`)
-//! on clusters of their own.
+//! on clusters of their own; Kerberos (module `kerberos`) too, built with `--features gssapi`
+//! (`cargo test -p statestore-tasks --features gssapi --test secured_kafka kerberos::`).
 //!
 //! Needs `STATESTORE_KAFKA_BOOTSTRAP` like every Kafka test (without it the test prints one
 //! SKIP line and passes), and Java for the broker and Apache Kafka's ACL tool.
 
+#[cfg(feature = "gssapi")]
+mod kerberos;
 mod oauth;
 mod support;
 mod tls;

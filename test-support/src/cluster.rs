@@ -22,7 +22,8 @@ pub struct Cluster {
     kind: &'static str,
     /// The address the nodes listen on and advertise.
     host: String,
-    /// `STATESTORE_BROKER_SECURITY` of the script: `sasl`, `sasl_ssl`, or empty for plaintext.
+    /// `STATESTORE_BROKER_SECURITY` of the script: `sasl`, `sasl_ssl`, `kerberos`, or empty
+    /// for plaintext.
     security: &'static str,
     /// With `sasl_ssl`: the mTLS listeners' addresses and the certificates' directory.
     tls: Option<(String, PathBuf)>,
@@ -80,13 +81,31 @@ impl Cluster {
         cluster
     }
 
+    /// Starts `nodes` Apache Kafka nodes as [`start_sasl`](Cluster::start_sasl) does, whose
+    /// client listener takes GSSAPI too, and an MIT Kerberos KDC of realm `STATESTORE.TEST`
+    /// for them (see `scripts/broker.sh`): the nodes' principal is
+    /// `kafka/127.0.0.1@STATESTORE.TEST`, and [`kerberos`](Cluster::kerberos) holds the
+    /// realm's `krb5.conf` and the clients' keytabs.
+    ///
+    /// # Panics
+    /// As [`start`](Cluster::start); when the Kerberos packages are missing and cannot be
+    /// installed.
+    pub fn start_kerberos(nodes: usize) -> Cluster {
+        Cluster::launch(nodes, "127.0.0.1", "kafka", "kerberos")
+    }
+
     fn launch(nodes: usize, host: &str, kind: &'static str, security: &'static str) -> Cluster {
         let dir = tempfile::tempdir().expect("a directory for the cluster's state file");
-        // Each node's client and controller ports, then, with TLS, each node's mTLS port.
-        let ports_per_node = if security == "sasl_ssl" { 3 } else { 2 };
+        // Each node's client and controller ports, then, with TLS, each node's mTLS port; with
+        // Kerberos, the KDC's port after them.
+        let ports = match security {
+            "sasl_ssl" => 3 * nodes,
+            "kerberos" => 2 * nodes + 1,
+            _ => 2 * nodes,
+        };
         let mut cluster = Cluster {
             dir,
-            port: free_ports(ports_per_node * nodes, host),
+            port: free_ports(ports, host),
             nodes,
             bootstrap: String::new(),
             kind,
@@ -139,6 +158,20 @@ impl Cluster {
     /// [`start_sasl_ssl`]: Cluster::start_sasl_ssl
     pub fn oauth_keys(&self) -> PathBuf {
         PathBuf::from(self.script(&["oauth"]))
+    }
+
+    /// The directory of the realm of a [`start_kerberos`] cluster: `krb5.conf` (the realm
+    /// `STATESTORE.TEST` and its KDC on loopback; a client's `KRB5_CONFIG`), and keytabs:
+    /// `alice.keytab` (`alice@STATESTORE.TEST`, the principal `User:alice`), `stale.keytab`
+    /// (alice's key before the KDC changed it), `mallory.keytab` (`mallory@STATESTORE.TEST`,
+    /// whom the KDC does not know); and `kdc.log`, the tickets the KDC issued.
+    ///
+    /// # Panics
+    /// When the cluster was not started by [`start_kerberos`].
+    ///
+    /// [`start_kerberos`]: Cluster::start_kerberos
+    pub fn kerberos(&self) -> PathBuf {
+        PathBuf::from(self.script(&["kerberos"]))
     }
 
     /// The number of nodes.
