@@ -14,6 +14,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod outputs;
 mod parallel;
 mod processing;
+mod purge;
 mod rebalance;
 pub(crate) mod restorer;
 mod restores;
@@ -47,6 +48,7 @@ use crate::runtime::global::GlobalStores;
 use crate::runtime::handlers::{ConfiguredHandler, ErrorHandler, Failure};
 use crate::runtime::lifecycle::{AppState, StateListener};
 use crate::runtime::outputs::Outputs;
+use crate::runtime::purge::Purger;
 use crate::runtime::restorer::Restorer;
 use crate::runtime::shared::{GroupContext, Shared};
 use crate::runtime::standby::Standbys;
@@ -80,6 +82,8 @@ pub struct Application {
     queues: batch::PartitionQueues,
     shared: Arc<Shared>,
     last_commit: Instant,
+    /// Deletes what the tasks committed past in the repartition topics.
+    purger: Option<Purger>,
     last_cleanup: Instant,
     /// Keeps the standby copies and the group's description for queries, when the
     /// configuration needs them (see the `standbys` module); stopped by `close`.
@@ -130,6 +134,7 @@ impl Application {
             .map(|store| KafkaClients::new(&config.changelog_config(store, 1)))
             .ok_or_else(|| Error::invalid("no store is configured"))??;
         let partitions = topics::prepare(&clients, &config)?;
+        let purger = Purger::start(&config)?;
         if config.exactly_once() {
             let id = exactly_once::transactional_id(&config, &state)?;
             clients.set_transactional(&id, config.transaction_timeout())?;
@@ -204,6 +209,7 @@ impl Application {
             queues,
             shared,
             last_commit: Instant::now(),
+            purger,
             last_cleanup: Instant::now(),
             standbys,
             last_wall_clock: Instant::now(),
@@ -490,6 +496,10 @@ impl Application {
     pub fn commit(&mut self) -> Result<()> {
         commit_tasks(&self.consumer, &self.shared)?;
         self.last_commit = Instant::now();
+        if let Some(purger) = &mut self.purger {
+            let shared = &self.shared;
+            purger.maybe_purge(|| shared.committed_repartition_positions());
+        }
         self.cleanup()
     }
 

@@ -49,6 +49,10 @@ pub struct TasksConfig {
     /// defaults (`cleanup.policy=delete`, its retention); an existing one with another count
     /// is an error.
     pub repartition_topics: Vec<String>,
+    /// How often, at most, the records of the repartition topics that their tasks committed
+    /// past are deleted, after a commit (Kafka Streams' `repartition.purge.interval.ms`).
+    /// Default 30 s.
+    pub repartition_purge_interval_ms: u64,
     /// The stores of every task.
     pub stores: Vec<StoreSpec>,
     /// How often every task's stores, then the group offsets, are committed. Default 30 s.
@@ -160,6 +164,10 @@ impl std::fmt::Debug for TasksConfig {
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("input_topics", &self.input_topics)
             .field("repartition_topics", &self.repartition_topics)
+            .field(
+                "repartition_purge_interval_ms",
+                &self.repartition_purge_interval_ms,
+            )
             .field("stores", &self.stores)
             .field("commit_interval_ms", &self.commit_interval_ms)
             .field("num_standby_replicas", &self.num_standby_replicas)
@@ -217,6 +225,7 @@ impl Default for TasksConfig {
             bootstrap_servers: "localhost:9092".to_owned(),
             input_topics: Vec::new(),
             repartition_topics: Vec::new(),
+            repartition_purge_interval_ms: 30_000,
             stores: Vec::new(),
             commit_interval_ms: 30_000,
             num_standby_replicas: 0,
@@ -262,6 +271,11 @@ impl TasksConfig {
     /// The request timeout.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// [`repartition_purge_interval_ms`](Self::repartition_purge_interval_ms) as a `Duration`.
+    pub fn repartition_purge_interval(&self) -> Duration {
+        Duration::from_millis(self.repartition_purge_interval_ms)
     }
 
     /// The longest time between two commits: the commit interval, and under exactly-once at

@@ -87,6 +87,23 @@ pub(crate) struct Shared {
 impl Shared {
     /// Whether a task whose processor did not fail should commit now (see
     /// [`Task::needs_commit`]).
+    /// For each repartition topic partition of a task here, the position its stores
+    /// committed: what may be purged below.
+    pub(crate) fn committed_repartition_positions(&self) -> crate::runtime::purge::Below {
+        let repartition: Vec<usize> = (0..self.inputs.len())
+            .filter(|&i| self.config.repartition_topics.contains(&self.inputs[i]))
+            .collect();
+        let mut below = crate::runtime::purge::Below::new();
+        for (&partition, task) in self.tasks.lock().iter() {
+            for &topic in &repartition {
+                if let Some(position) = task.committed_position(topic) {
+                    below.insert((self.inputs[topic].clone(), partition), position);
+                }
+            }
+        }
+        below
+    }
+
     pub(crate) fn any_task_needs_commit(&self) -> bool {
         self.tasks
             .lock()

@@ -237,6 +237,12 @@ impl Task {
         &self.next_offset
     }
 
+    /// The position in input `topic` the task's stores last committed (where a rewind or a
+    /// new owner starts), once known.
+    pub fn committed_position(&self, topic: usize) -> Option<u64> {
+        self.base_offset[topic]
+    }
+
     /// Whether the record at `offset` of input `topic` is behind the task's position: it was
     /// processed (or skipped) already.
     pub fn is_behind(&self, topic: usize, offset: u64) -> bool {
