@@ -43,14 +43,14 @@ use crate::group::client_config::{client_prefix, consumer_client_id, consumer_co
 use crate::group::topics::{self, convert};
 use crate::processor::{Processor, ProcessorContext};
 use crate::queries::{Queries, QueryState, describes_group};
-use crate::runtime::coordinator::{GroupCommits, GroupConsumer, commit_group};
+use crate::runtime::coordinator::{GroupConsumer, commit_group};
 use crate::runtime::global::GlobalStores;
 use crate::runtime::handlers::{ConfiguredHandler, ErrorHandler, Failure};
 use crate::runtime::lifecycle::{AppState, StateListener};
 use crate::runtime::outputs::Outputs;
 use crate::runtime::purge::Purger;
 use crate::runtime::restorer::Restorer;
-use crate::runtime::shared::{GroupContext, Shared};
+use crate::runtime::shared::{GroupCommits, GroupContext, Shared};
 use crate::runtime::standby::Standbys;
 use crate::topology::Topology;
 use crate::topology::graph::TaskGraph;

@@ -21,7 +21,7 @@
 //! close runs the same way (see [`GroupConsumer::close_within`]).
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak, mpsc};
 use std::thread;
 use std::time::Duration;
@@ -32,28 +32,10 @@ use rdkafka::{Offset, TopicPartitionList};
 use store_api::{Error, Result};
 
 use crate::group::topics::convert;
-use crate::runtime::shared::{GroupContext, Shared, partition_id};
+use crate::runtime::shared::{GroupCommits, GroupContext, Shared, partition_id};
 
 /// How often a closing consumer's thread looks whether it is the consumer's last owner.
 const OWNERS_STEP: Duration = Duration::from_millis(5);
-
-/// The commits of the group offsets made on threads of their own: the consumer to make them
-/// with, and whether one has gone unanswered.
-#[derive(Default)]
-pub(crate) struct GroupCommits {
-    /// The group consumer, set once it is made. Weak: the consumer's context holds the
-    /// [`Shared`] state that holds this.
-    consumer: std::sync::OnceLock<Weak<BaseConsumer<GroupContext>>>,
-    /// A commit's thread still waits for librdkafka's answer.
-    unanswered: Arc<AtomicBool>,
-}
-
-impl GroupCommits {
-    /// Makes the commits with `consumer`, the group consumer.
-    pub(crate) fn set_consumer(&self, consumer: &Arc<BaseConsumer<GroupContext>>) {
-        let _ = self.consumer.set(Arc::downgrade(consumer));
-    }
-}
 
 /// Commits `offsets` (topic, partition, next offset) to the group and waits for the
 /// coordinator's answer up to the request timeout.

@@ -18,7 +18,6 @@ use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
 use crate::queries::QueryState;
-use crate::runtime::coordinator::GroupCommits;
 use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
 use crate::runtime::standby::Standbys;
@@ -284,5 +283,23 @@ impl RestoreListener for Locked<'_> {
 
     fn on_end(&mut self, topic: &str, partition: u32, total: u64) {
         self.0.lock().on_end(topic, partition, total);
+    }
+}
+
+/// The commits of the group offsets made on threads of their own: the consumer to make them
+/// with, and whether one has gone unanswered.
+#[derive(Default)]
+pub(crate) struct GroupCommits {
+    /// The group consumer, set once it is made. Weak: the consumer's context holds the
+    /// [`Shared`] state that holds this. (Made by the `coordinator` module's commits.)
+    pub(crate) consumer: std::sync::OnceLock<std::sync::Weak<BaseConsumer<GroupContext>>>,
+    /// A commit's thread still waits for librdkafka's answer.
+    pub(crate) unanswered: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl GroupCommits {
+    /// Makes the commits with `consumer`, the group consumer.
+    pub(crate) fn set_consumer(&self, consumer: &Arc<BaseConsumer<GroupContext>>) {
+        let _ = self.consumer.set(Arc::downgrade(consumer));
     }
 }
