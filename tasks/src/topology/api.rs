@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use statestore_changelog::TaskId;
+use std::any::Any;
 use std::ops::Bound;
 
 use store_api::{Error, KeyValueStore, KvIter, Result};
@@ -13,7 +14,6 @@ use crate::processor::{Host, store_named, store_of};
 use crate::state::kv::TaskStore;
 use crate::state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
 use crate::state::stores::{StoreHandle, StoreType};
-use crate::topology::graph::Link;
 
 /// One record going through a topology: a key, a value (either may be null), a timestamp
 /// and headers. Between the processors of one sub-topology it passes as it is, never
@@ -160,12 +160,55 @@ pub trait Processor: Send + 'static {
 /// A call of a topology's processor: its task's stores (those connected to it), forwarding
 /// to its children, its task's stream time and punctuators.
 pub struct Context<'c, K, V> {
-    link: Link<'c>,
+    link: &'c dyn Dispatch,
     _forwards: PhantomData<fn(K, V)>,
 }
 
+/// What a node's call reaches of the graph it runs in: its task, its children, its stores.
+/// The graph of a task implements it; nodes only see this.
+pub(crate) trait Dispatch {
+    /// The task the call runs in.
+    fn host(&self) -> &dyn Host;
+    /// The node's name.
+    fn name(&self) -> &str;
+    /// The input record the call comes from.
+    fn input(&self) -> Option<RecordMetadata<'_>>;
+    /// Whether store `store` is connected to the node.
+    fn uses(&self, store: &str) -> bool;
+    /// Global store `name`.
+    fn global_store(&self, name: &str) -> Result<&dyn KeyValueStore>;
+    /// Makes the node the one punctuator `id` calls.
+    fn owns_punctuator(&self, id: PunctuatorId);
+    /// How many children the node has.
+    fn children(&self) -> usize;
+    /// Calls child number `child` with `record`, a boxed [`Record`] of the node's output types.
+    fn deliver(&self, child: usize, record: Box<dyn Any>) -> Result<()>;
+    /// Calls the child named `child` with `record`.
+    fn deliver_to(&self, child: &str, record: Box<dyn Any>) -> Result<()>;
+}
+
+/// Passes `record` to every child of `link`'s node in order, cloned for all but the last.
+pub(crate) fn forward_all<K: Clone + 'static, V: Clone + 'static>(
+    link: &dyn Dispatch,
+    record: Record<K, V>,
+) -> Result<()> {
+    let children = link.children();
+    let mut record = Some(record);
+    for child in 0..children {
+        let next = if child + 1 == children {
+            record.take()
+        } else {
+            record.clone()
+        };
+        if let Some(next) = next {
+            link.deliver(child, Box::new(next))?;
+        }
+    }
+    Ok(())
+}
+
 impl<'c, K: Clone + 'static, V: Clone + 'static> Context<'c, K, V> {
-    pub(crate) fn new(link: Link<'c>) -> Self {
+    pub(crate) fn new(link: &'c dyn Dispatch) -> Self {
         Context {
             link,
             _forwards: PhantomData,
@@ -179,7 +222,7 @@ impl<'c, K: Clone + 'static, V: Clone + 'static> Context<'c, K, V> {
     /// A child's error: return it, and the input record fails (the record fails even if
     /// this processor goes on without returning it).
     pub fn forward(&mut self, record: Record<K, V>) -> Result<()> {
-        self.link.forward(record)
+        forward_all(self.link, record)
     }
 
     /// Passes `record` to the child named `child` only.
@@ -187,13 +230,13 @@ impl<'c, K: Clone + 'static, V: Clone + 'static> Context<'c, K, V> {
     /// # Errors
     /// `InvalidArgument` when `child` is not a child of this processor; the child's error.
     pub fn forward_to(&mut self, child: &str, record: Record<K, V>) -> Result<()> {
-        self.link.forward_to(child, record)
+        self.link.deliver_to(child, Box::new(record))
     }
 }
 
 impl<K, V> Context<'_, K, V> {
     fn host(&self) -> &dyn Host {
-        self.link.host
+        self.link.host()
     }
 
     /// The task: `<subtopology>_<partition>`.
@@ -208,7 +251,7 @@ impl<K, V> Context<'_, K, V> {
 
     /// The input record this call comes from; `None` in `init` and in a punctuator.
     pub fn record_metadata(&self) -> Option<RecordMetadata<'_>> {
-        self.link.input
+        self.link.input()
     }
 
     /// The task's stream time (see [`crate::TaskContext::stream_time`]).

@@ -3,18 +3,25 @@
 use std::collections::HashMap;
 
 use crate::config::StoreSpec;
-use crate::topology::builder::{DefKind, NodeDef, SinkTopic};
-use crate::topology::{
-    GlobalStore, Node, Subtopology, TopicName, Topology, TopologyBuilder, TopologyError,
-};
+use crate::topology::defs::{DefKind, NodeDef, SinkTopic};
+use crate::topology::topic::TopicName;
+use crate::topology::{GlobalStore, Node, Subtopology, Topology, TopologyError};
 
-pub(crate) fn build(builder: TopologyBuilder) -> Result<Topology, TopologyError> {
-    let TopologyBuilder {
+/// What a builder added.
+pub(crate) struct Parts {
+    pub nodes: Vec<NodeDef>,
+    pub stores: Vec<StoreSpec>,
+    pub connections: Vec<(String, String)>,
+    pub globals: Vec<StoreSpec>,
+}
+
+pub(crate) fn build(parts: Parts) -> Result<Topology, TopologyError> {
+    let Parts {
         nodes: defs,
         stores,
         connections,
         globals,
-    } = builder;
+    } = parts;
     let index = index_names(&defs)?;
     check_stores(&stores, &globals)?;
     check_topics(&defs)?;

@@ -1,135 +1,16 @@
 //! [`TopologyBuilder`]: sources, processors, sinks and stores added by name, checked all at
 //! once by [`build`](TopologyBuilder::build).
 
-use std::any::{TypeId, type_name};
 use std::sync::Arc;
 
 use statestore_operator_stores::{KeyCodec, ValueCodec};
 
 use crate::config::StoreSpec;
 use crate::topology::api::{Processor, Record};
-use crate::topology::graph::{
-    Decode, MakeNode, ProcessorNode, SinkNode, SinkTarget, SourceNode, decoder,
-};
+use crate::topology::defs::{DefKind, NodeDef, SinkTopic, Types};
+use crate::topology::node::{ProcessorNode, SinkNode, SinkTarget, SourceNode, decoder};
+use crate::topology::topic::TopicName;
 use crate::topology::{Topology, TopologyError, build};
-
-/// A topic a source reads or a sink writes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TopicName {
-    /// A topic of its own name, outside the application.
-    External(String),
-    /// A repartition topic the application owns: `<name>-repartition` in descriptions,
-    /// `<application_id>-<name>-repartition` on the brokers.
-    Repartition(String),
-}
-
-impl TopicName {
-    /// The repartition topic `name`.
-    pub fn repartition(name: impl Into<String>) -> Self {
-        TopicName::Repartition(name.into())
-    }
-
-    /// The topic's name on the brokers for application `application_id`.
-    pub fn resolve(&self, application_id: &str) -> String {
-        match self {
-            TopicName::External(name) => name.clone(),
-            TopicName::Repartition(name) => format!("{application_id}-{name}-repartition"),
-        }
-    }
-}
-
-impl std::fmt::Display for TopicName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TopicName::External(name) => f.write_str(name),
-            TopicName::Repartition(name) => write!(f, "{name}-repartition"),
-        }
-    }
-}
-
-impl From<&str> for TopicName {
-    fn from(name: &str) -> Self {
-        TopicName::External(name.to_owned())
-    }
-}
-
-impl From<String> for TopicName {
-    fn from(name: String) -> Self {
-        TopicName::External(name)
-    }
-}
-
-/// A key type and a value type, compared between a parent and its children.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Types {
-    key: TypeId,
-    value: TypeId,
-    key_name: &'static str,
-    value_name: &'static str,
-}
-
-impl Types {
-    pub(crate) fn of<K: 'static, V: 'static>() -> Self {
-        Types {
-            key: TypeId::of::<K>(),
-            value: TypeId::of::<V>(),
-            key_name: type_name::<K>(),
-            value_name: type_name::<V>(),
-        }
-    }
-
-    pub(crate) fn same(&self, other: &Types) -> bool {
-        self.key == other.key && self.value == other.value
-    }
-}
-
-impl std::fmt::Display for Types {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}, {}", self.key_name, self.value_name)
-    }
-}
-
-/// Where a sink sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SinkTopic {
-    Fixed(TopicName),
-    /// Chosen per record by the sink's function.
-    PerRecord,
-}
-
-/// A node as added, before the graph is checked.
-pub(crate) struct NodeDef {
-    pub name: String,
-    pub parents: Vec<String>,
-    pub kind: DefKind,
-    /// What it takes (`None`: a source).
-    pub takes: Option<Types>,
-    /// What it forwards (`None`: a sink).
-    pub forwards: Option<Types>,
-}
-
-pub(crate) enum DefKind {
-    Source {
-        topics: Vec<TopicName>,
-        decode: Decode,
-        make: MakeNode,
-    },
-    Processor {
-        make: MakeNode,
-    },
-    Sink {
-        topic: SinkTopic,
-        make: MakeNode,
-    },
-    /// The source of a global store: it reads the store's topic on every instance.
-    GlobalSource {
-        topic: String,
-    },
-    /// The processor that keeps a global store from its source's records.
-    GlobalProcessor {
-        store: String,
-    },
-}
 
 /// A topology, built node by node as Kafka Streams' `Topology` is: sources read topics,
 /// processors take their parents' records, sinks write topics, stores are connected to the
@@ -366,7 +247,12 @@ impl TopologyBuilder {
     /// The first [`TopologyError`] found: a duplicate or unknown name, a cycle, a topic read
     /// twice, a type mismatch between a parent and a child, a store no processor uses, ...
     pub fn build(self) -> Result<Topology, TopologyError> {
-        build::build(self)
+        build::build(build::Parts {
+            nodes: self.nodes,
+            stores: self.stores,
+            connections: self.connections,
+            globals: self.globals,
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use crate::topology::builder::{DefKind, SinkTopic};
+use crate::topology::defs::{DefKind, SinkTopic};
 use crate::topology::{Node, Topology};
 
 /// A topology's sub-topologies, nodes, stores and topics, as text in Kafka Streams' format:

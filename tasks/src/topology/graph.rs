@@ -1,4 +1,4 @@
-//! A sub-topology running inside one task: its nodes made for the task, records passed from
+//! A topology running inside one task: its nodes made for the task, records passed from
 //! parent to child as they are, depth first, and the whole driven as the task's
 //! [`Processor`](crate::Processor), so that one input record's processing through every
 //! node is one call: committed, rolled back and handled as one unit.
@@ -6,192 +6,18 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
-use statestore_operator_stores::{KeyCodec, ValueCodec};
 use store_api::{Error, KeyValueStore, Result};
 
 use crate::processor::{Host, ProcessorContext, TaskContext};
-use crate::runtime::outputs::OutputRecord;
 use crate::state::global::GlobalReads;
 use crate::state::punctuation::{Punctuation, PunctuatorId};
-use crate::topology::api::{Context, Processor, Record, RecordMetadata};
-use crate::topology::builder::DefKind;
-use crate::topology::{TopicName, Topology};
-
-/// Decodes an input record into the `Record` a source forwards, boxed.
-pub(crate) type Decode = Arc<dyn Fn(&ProcessorContext<'_>) -> Result<Box<dyn Any>> + Send + Sync>;
-
-/// Makes a task's instance of a node, given the application id.
-pub(crate) type MakeNode = Arc<dyn Fn(&str) -> Box<dyn ErasedNode> + Send + Sync>;
-
-/// A node with its types hidden: it takes a boxed `Record` of the types its parents were
-/// checked to forward.
-pub(crate) trait ErasedNode: Send {
-    fn init(&mut self, link: Link<'_>) -> Result<()>;
-    fn process(&mut self, link: Link<'_>, record: Box<dyn Any>) -> Result<()>;
-    fn punctuate(&mut self, link: Link<'_>, punctuation: &Punctuation<'_>) -> Result<()>;
-}
-
-/// The decoder of a source reading keys of `K` with `KC` and values of `V` with `VC`.
-pub(crate) fn decoder<K, V, KC, VC>() -> Decode
-where
-    K: 'static,
-    V: 'static,
-    KC: KeyCodec<K>,
-    VC: ValueCodec<V>,
-{
-    Arc::new(|ctx: &ProcessorContext<'_>| {
-        let key = ctx.key_as::<K, KC>()?;
-        let value = ctx.value_as::<V, VC>()?;
-        let record = Record {
-            key,
-            value,
-            timestamp: ctx.timestamp().unwrap_or(-1),
-            headers: ctx
-                .headers()
-                .map(|(name, value)| (name.to_owned(), value.map(<[u8]>::to_vec)))
-                .collect(),
-        };
-        Ok(Box::new(record) as Box<dyn Any>)
-    })
-}
-
-/// The record a node was checked to take, unboxed.
-fn unbox<K: 'static, V: 'static>(link: &Link<'_>, record: Box<dyn Any>) -> Result<Record<K, V>> {
-    record.downcast::<Record<K, V>>().map(|r| *r).map_err(|_| {
-        Error::invalid(format!(
-            "node {:?} was given a record of other types than it takes",
-            link.name()
-        ))
-    })
-}
-
-/// A source's node: forwards what its decoder made.
-pub(crate) struct SourceNode<K, V>(PhantomData<fn(K, V)>);
-
-impl<K: Clone + 'static, V: Clone + 'static> SourceNode<K, V> {
-    pub(crate) fn maker() -> MakeNode {
-        Arc::new(|_: &str| Box::new(SourceNode::<K, V>(PhantomData)) as Box<dyn ErasedNode>)
-    }
-}
-
-impl<K: Clone + 'static, V: Clone + 'static> ErasedNode for SourceNode<K, V> {
-    fn init(&mut self, _: Link<'_>) -> Result<()> {
-        Ok(())
-    }
-
-    fn process(&mut self, link: Link<'_>, record: Box<dyn Any>) -> Result<()> {
-        let record = unbox::<K, V>(&link, record)?;
-        link.forward(record)
-    }
-
-    fn punctuate(&mut self, _: Link<'_>, _: &Punctuation<'_>) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// A user's processor.
-pub(crate) struct ProcessorNode<P>(P);
-
-impl<P: Processor> ProcessorNode<P> {
-    pub(crate) fn maker<S>(supplier: S) -> MakeNode
-    where
-        S: Fn() -> P + Send + Sync + 'static,
-    {
-        Arc::new(move |_: &str| Box::new(ProcessorNode(supplier())) as Box<dyn ErasedNode>)
-    }
-}
-
-impl<P: Processor> ErasedNode for ProcessorNode<P> {
-    fn init(&mut self, link: Link<'_>) -> Result<()> {
-        self.0.init(&mut Context::new(link))
-    }
-
-    fn process(&mut self, link: Link<'_>, record: Box<dyn Any>) -> Result<()> {
-        let record = unbox::<P::KeyIn, P::ValueIn>(&link, record)?;
-        self.0.process(&mut Context::new(link), record)
-    }
-
-    fn punctuate(&mut self, link: Link<'_>, punctuation: &Punctuation<'_>) -> Result<()> {
-        self.0.punctuate(&mut Context::new(link), punctuation)
-    }
-}
-
-/// Names the topic of each record a sink takes.
-pub(crate) type ChooseTopic<K, V> = Arc<dyn Fn(&Record<K, V>) -> String + Send + Sync>;
-
-/// Where a sink sends a record.
-pub(crate) enum SinkTarget<K, V> {
-    /// One topic, by its name in the topology.
-    Fixed(TopicName),
-    /// The topic a function names for each record.
-    PerRecord(ChooseTopic<K, V>),
-}
-
-/// [`SinkTarget`] made for one task: a fixed topic's name resolved once and shared by its
-/// records.
-enum Target<K, V> {
-    Fixed(Arc<str>),
-    PerRecord(ChooseTopic<K, V>),
-}
-
-/// A sink: encodes each record and sends it once the input record's call returns.
-pub(crate) struct SinkNode<K, V, KC, VC> {
-    target: Target<K, V>,
-    _codecs: PhantomData<fn() -> (KC, VC)>,
-}
-
-impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> SinkNode<K, V, KC, VC> {
-    pub(crate) fn maker(target: SinkTarget<K, V>) -> MakeNode {
-        Arc::new(move |application_id: &str| {
-            let target = match &target {
-                SinkTarget::Fixed(topic) => Target::Fixed(Arc::from(topic.resolve(application_id))),
-                SinkTarget::PerRecord(choose) => Target::PerRecord(Arc::clone(choose)),
-            };
-            Box::new(SinkNode::<K, V, KC, VC> {
-                target,
-                _codecs: PhantomData,
-            }) as Box<dyn ErasedNode>
-        })
-    }
-}
-
-impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> ErasedNode
-    for SinkNode<K, V, KC, VC>
-{
-    fn init(&mut self, _: Link<'_>) -> Result<()> {
-        Ok(())
-    }
-
-    fn process(&mut self, link: Link<'_>, record: Box<dyn Any>) -> Result<()> {
-        let record = unbox::<K, V>(&link, record)?;
-        let mut output = match &self.target {
-            Target::Fixed(topic) => OutputRecord::to_shared(Arc::clone(topic)),
-            Target::PerRecord(choose) => OutputRecord::new(choose(&record)),
-        };
-        if let Some(key) = &record.key {
-            output = output.key(KC::encode_key(key)?);
-        }
-        if let Some(value) = &record.value {
-            output = output.value(VC::encode_value(value)?);
-        }
-        if record.timestamp >= 0 {
-            output = output.timestamp(record.timestamp);
-        }
-        for (name, value) in &record.headers {
-            output = output.header(name, value.as_deref());
-        }
-        link.host.send(output);
-        Ok(())
-    }
-
-    fn punctuate(&mut self, _: Link<'_>, _: &Punctuation<'_>) -> Result<()> {
-        Ok(())
-    }
-}
+use crate::topology::Topology;
+use crate::topology::api::{Dispatch, RecordMetadata};
+use crate::topology::defs::DefKind;
+use crate::topology::node::ErasedNode;
 
 /// A node's place in a call: the task it runs in, the graph, which node, and the input
 /// record the call comes from.
@@ -204,20 +30,32 @@ pub(crate) struct Link<'c> {
 }
 
 impl<'c> Link<'c> {
-    pub fn name(&self) -> &'c str {
+    fn to(&self, node: usize) -> Link<'c> {
+        Link { node, ..*self }
+    }
+}
+
+impl Dispatch for Link<'_> {
+    fn host(&self) -> &dyn Host {
+        self.host
+    }
+
+    fn name(&self) -> &str {
         &self.graph.topology.nodes[self.node].name
     }
 
-    /// Whether store `store` is connected to this node.
-    pub fn uses(&self, store: &str) -> bool {
+    fn input(&self) -> Option<RecordMetadata<'_>> {
+        self.input
+    }
+
+    fn uses(&self, store: &str) -> bool {
         self.graph.topology.nodes[self.node]
             .stores
             .iter()
             .any(|s| s == store)
     }
 
-    /// Global store `name`.
-    pub fn global_store(&self, name: &str) -> Result<&'c dyn KeyValueStore> {
+    fn global_store(&self, name: &str) -> Result<&dyn KeyValueStore> {
         let store = match &self.graph.globals {
             Some(globals) => globals.store(name)?,
             None => None,
@@ -225,36 +63,26 @@ impl<'c> Link<'c> {
         store.ok_or_else(|| Error::invalid(format!("no global store named {name:?}")))
     }
 
-    pub fn owns_punctuator(&self, id: PunctuatorId) {
+    fn owns_punctuator(&self, id: PunctuatorId) {
         self.graph.punctuators.borrow_mut().insert(id, self.node);
     }
 
-    pub fn forward<K: Clone + 'static, V: Clone + 'static>(
-        &self,
-        record: Record<K, V>,
-    ) -> Result<()> {
-        let children = &self.graph.topology.nodes[self.node].children;
-        let mut record = Some(record);
-        for (i, &child) in children.iter().enumerate() {
-            let next = if i + 1 == children.len() {
-                record.take()
-            } else {
-                record.clone()
-            };
-            if let Some(next) = next {
-                self.graph.call(self.to(child), |node, link| {
-                    node.process(link, Box::new(next))
-                })?;
-            }
-        }
-        Ok(())
+    fn children(&self) -> usize {
+        self.graph.topology.nodes[self.node].children.len()
     }
 
-    pub fn forward_to<K: Clone + 'static, V: Clone + 'static>(
-        &self,
-        child: &str,
-        record: Record<K, V>,
-    ) -> Result<()> {
+    fn deliver(&self, child: usize, record: Box<dyn Any>) -> Result<()> {
+        let Some(&child) = self.graph.topology.nodes[self.node].children.get(child) else {
+            return Err(Error::invalid(format!(
+                "{:?} has no child {child}",
+                self.name()
+            )));
+        };
+        self.graph
+            .call(self.to(child), |node, link| node.process(link, record))
+    }
+
+    fn deliver_to(&self, child: &str, record: Box<dyn Any>) -> Result<()> {
         let nodes = &self.graph.topology.nodes;
         let found = nodes[self.node]
             .children
@@ -267,13 +95,8 @@ impl<'c> Link<'c> {
                 self.name()
             )));
         };
-        self.graph.call(self.to(child), |node, link| {
-            node.process(link, Box::new(record))
-        })
-    }
-
-    fn to(&self, node: usize) -> Link<'c> {
-        Link { node, ..*self }
+        self.graph
+            .call(self.to(child), |node, link| node.process(link, record))
     }
 }
 
@@ -336,7 +159,7 @@ impl TaskGraph {
     fn call(
         &self,
         link: Link<'_>,
-        call: impl FnOnce(&mut dyn ErasedNode, Link<'_>) -> Result<()>,
+        call: impl FnOnce(&mut dyn ErasedNode, &dyn Dispatch) -> Result<()>,
     ) -> Result<()> {
         let Some(Ok(mut node)) = self.nodes[link.node].as_ref().map(RefCell::try_borrow_mut) else {
             return Err(Error::invalid(format!(
@@ -344,7 +167,7 @@ impl TaskGraph {
                 link.name()
             )));
         };
-        match catch_unwind(AssertUnwindSafe(|| call(node.as_mut(), link))) {
+        match catch_unwind(AssertUnwindSafe(|| call(node.as_mut(), &link))) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => {
                 self.failed(format!("{:?} failed: {err}", link.name()));

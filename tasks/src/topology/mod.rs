@@ -19,18 +19,22 @@
 mod api;
 mod build;
 mod builder;
+mod defs;
 mod describe;
 mod error;
 pub(crate) mod graph;
+mod node;
+mod topic;
 
 pub use api::{Context, GlobalStoreView, Processor, Record, RecordMetadata};
-pub use builder::{TopicName, TopologyBuilder};
+pub use builder::TopologyBuilder;
 pub use describe::TopologyDescription;
 pub use error::TopologyError;
 use store_api::{Error, Result};
+pub use topic::TopicName;
 
 use crate::config::{StoreSpec, TasksConfig};
-use builder::DefKind;
+use defs::DefKind;
 
 /// A built, checked topology (see the [module](self) docs). Cheap to share between threads:
 /// each task makes its own processors from it.
