@@ -7,6 +7,8 @@
 //!   `<state_dir>/<application_id>/0_<partition>/<backend>/<store>/` and are logged to partition
 //!   `<partition>` of the compacted topics `<application_id>-<store>-changelog`, which are
 //!   created with the input's partition count when missing (a different count is an error).
+//!   A [`topology`] has tasks `<subtopology>_<partition>` per sub-topology, each with the
+//!   sub-topology's inputs and stores.
 //! - Kafka's group protocol decides which instance owns which task ([`AssignmentStrategy`]);
 //!   this crate adds no membership protocol. On assignment an instance restores the task's
 //!   stores from their changelogs (only the tail past the task's checkpoint when its files are
@@ -58,7 +60,7 @@ pub mod topology;
 pub use config::StoreKind;
 pub use config::{
     AssignmentStrategy, ErrorAction, ProcessingGuarantee, ProductionErrorPolicy, StoreSpec,
-    TasksConfig, UncaughtErrorPolicy, parse_property, read_client_properties,
+    SubtopologySpec, TasksConfig, UncaughtErrorPolicy, parse_property, read_client_properties,
     validate_application_id,
 };
 pub use group::partitioner::{KeyPartitioner, murmur2};

@@ -82,7 +82,7 @@ impl<'a> TaskContext<'a> {
         }
     }
 
-    /// The task: `0_<partition>`.
+    /// The task: `<subtopology>_<partition>` (`0_<partition>` without a topology).
     pub fn task_id(&self) -> TaskId {
         self.task.id
     }
@@ -199,10 +199,7 @@ pub(crate) fn store_of<'t, T: StoreType + ?Sized>(
     task: &'t Task,
     handle: &StoreHandle<T>,
 ) -> Result<T::View<'t>> {
-    let slot = task
-        .slots
-        .get(handle.index)
-        .filter(|slot| slot.name == handle.name());
+    let slot = task.slot_of(handle.index, handle.name());
     if let Some(slot) = slot
         && let StoreView::Ttl(ttl) = &slot.open.view
         && ttl.config().clock == TtlClock::StreamTime

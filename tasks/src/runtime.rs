@@ -149,6 +149,7 @@ impl Application {
         ));
         let shared = Arc::new(Shared {
             inputs: inputs.clone(),
+            shapes: config.task_shapes(),
             partitions,
             state,
             tasks,
@@ -233,13 +234,13 @@ impl Application {
     /// again from the consumer); under exactly-once the open transaction is then aborted and
     /// every other task goes back to its last commit too.
     fn handle_failure(&self, failure: Failure) -> Result<bool> {
-        let partition = failure.task.partition;
+        let id = failure.task;
         let handled = failures::handle(&self.consumer, &self.shared, &*self.handler, failure)?;
         if handled.rewound {
-            exactly_once::abort_after_rewind(&self.consumer, &self.shared, partition);
+            exactly_once::abort_after_rewind(&self.consumer, &self.shared, id);
         }
         // A task dropped meanwhile (fenced) is another member's: its dead letter is too.
-        let owned = self.shared.tasks.lock().contains_key(&partition);
+        let owned = self.shared.tasks.lock().contains_key(&id);
         if let (Some(letter), true) = (handled.dead_letter, owned) {
             self.shared.outputs.lock().pending().push(letter);
         }
@@ -253,22 +254,12 @@ impl Application {
 
     /// The tasks this instance owns now.
     pub fn active_tasks(&self) -> Vec<TaskId> {
-        self.shared
-            .tasks
-            .lock()
-            .keys()
-            .map(|&p| TaskId::new(0, p))
-            .collect()
+        self.shared.tasks.lock().keys().copied().collect()
     }
 
     /// The tasks this instance keeps a standby copy of now.
     pub fn standby_tasks(&self) -> Vec<TaskId> {
-        self.shared
-            .standbys
-            .lock()
-            .keys()
-            .map(|&p| TaskId::new(0, p))
-            .collect()
+        self.shared.standbys.lock().keys().copied().collect()
     }
 
     /// A handle for interactive queries from any thread (see [`Queries`]).
@@ -477,8 +468,8 @@ impl Application {
         self.shared.queries.set_globals(reads.clone());
         let topology = Arc::new(topology);
         let application_id = self.shared.config.application_id.clone();
-        let ran = self.run_tasks(stop, |_| {
-            TaskGraph::new(Arc::clone(&topology), reads.clone(), &application_id)
+        let ran = self.run_tasks(stop, |id| {
+            TaskGraph::new(Arc::clone(&topology), reads.clone(), &application_id, id)
         });
         if let Some(globals) = &globals {
             globals.stop();
@@ -571,24 +562,22 @@ impl Application {
                 first_error = first_error.or(Some(err));
             }
         }
-        for (partition, task) in tasks {
+        for (id, task) in tasks {
             if task.is_poisoned() || first_error.is_some() {
                 task.abandon();
-                self.shared.event(partition, TaskEventKind::Lost);
+                self.shared.event(id, TaskEventKind::Lost);
                 continue;
             }
             match task.close() {
-                Ok(committed) => {
-                    offsets.extend(self.shared.group_offsets_of(partition, &committed))
-                }
+                Ok(committed) => offsets.extend(self.shared.group_offsets_of(id, &committed)),
                 Err(err) if err.kind() == ErrorKind::Fenced => {
-                    tracing::warn!(partition, %err, "task fenced by a newer owner on close");
-                    self.shared.event(partition, TaskEventKind::Fenced);
+                    tracing::warn!(task = %id, %err, "task fenced by a newer owner on close");
+                    self.shared.event(id, TaskEventKind::Fenced);
                     continue;
                 }
                 Err(err) => first_error = first_error.or(Some(err)),
             }
-            self.shared.event(partition, TaskEventKind::Revoked);
+            self.shared.event(id, TaskEventKind::Revoked);
         }
         if let Err(err) = commit_group(&self.consumer, &self.shared, &offsets) {
             // The tasks closed committed: their stores hold their positions, which a new

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use statestore_operator_stores::Utf8;
 use statestore_tasks::topology::{Context, Processor, Record, TopicName, TopologyBuilder};
-use statestore_tasks::{Application, ErrorAction, ProcessingGuarantee, StoreSpec, TasksConfig};
+use statestore_tasks::{
+    Application, ErrorAction, ProcessingGuarantee, ReadFrom, StoreSpec, TasksConfig,
+};
 use support::failing::{PARTITIONS, produce_pairs};
 use support::*;
 
@@ -728,6 +730,7 @@ fn rekeyed(guarantee: ProcessingGuarantee) {
     let stop = AtomicBool::new(false);
     let counts = thread::scope(|scope| {
         let application = Application::new(config).expect("app");
+        let queries = application.queries();
         let running = scope.spawn(|| application.run_topology(&stop, topology));
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut counts = BTreeMap::new();
@@ -741,12 +744,32 @@ fn rekeyed(guarantee: ProcessingGuarantee) {
             }
             thread::sleep(Duration::from_millis(500));
         }
+        // A query of a word reaches the counting task of the word's partition.
+        for (word, &n) in &expected {
+            let read = queries
+                .get("counts", word.as_bytes(), ReadFrom::Active)
+                .expect("a local read");
+            let value = read.value.map(|value| decode(&value));
+            assert_eq!(value, Some(n), "the query of {word}");
+        }
         stop.store(true, Ordering::Relaxed);
         running.join().expect("run").expect("runs");
         (counts, purged)
     });
     let (counts, purged) = counts;
     assert_eq!(counts, expected, "the counts the changelogs hold");
+    // Each sub-topology makes its own tasks: the store lives in the counting tasks `1_<p>`,
+    // the splitting tasks `0_<p>` hold none.
+    let tasks = dir.path().join(&app);
+    for partition in 0..PARTITIONS {
+        let counting = tasks
+            .join(format!("1_{partition}"))
+            .join("redb")
+            .join("counts");
+        assert!(counting.is_dir(), "{} is missing", counting.display());
+        let splitting = tasks.join(format!("0_{partition}")).join("redb");
+        assert!(!splitting.exists(), "{} holds a store", splitting.display());
+    }
     // The 3,000 words' records, below what the tasks committed (with exactly-once, the
     // transaction markers between them too).
     assert!(

@@ -39,8 +39,9 @@ pub struct TasksConfig {
     pub bootstrap_servers: String,
     /// The input topics: at least one. Several must be co-partitioned (the same partition
     /// count, records keyed and partitioned alike), as for a Kafka Streams join: task
-    /// `0_<p>` owns partition `p` of each, so several need the `range` assignment strategy,
-    /// the only one of librdkafka's that keeps them together.
+    /// `0_<p>` (`<sub>_<p>` for those of a sub-topology) owns partition `p` of each, so
+    /// several need the `range` assignment strategy, the only one of librdkafka's that keeps
+    /// them together.
     pub input_topics: Vec<String>,
     /// The input topics this application owns and creates when missing: a topology's
     /// repartition topics (`<application_id>-<name>-repartition`, see
@@ -55,6 +56,11 @@ pub struct TasksConfig {
     pub repartition_purge_interval_ms: u64,
     /// The stores of every task.
     pub stores: Vec<StoreSpec>,
+    /// The sub-topologies of a topology (see
+    /// [`Topology::configure`](crate::topology::Topology::configure)): each makes the tasks
+    /// `<id>_<partition>`, which read its input topics and hold its stores. Empty: one
+    /// sub-topology `0`, every input topic and store.
+    pub subtopologies: Vec<SubtopologySpec>,
     /// How often every task's stores, then the group offsets, are committed. Default 30 s.
     pub commit_interval_ms: u64,
     /// Warm copies of each task kept by other instances. Default 0.
@@ -169,6 +175,7 @@ impl std::fmt::Debug for TasksConfig {
                 &self.repartition_purge_interval_ms,
             )
             .field("stores", &self.stores)
+            .field("subtopologies", &self.subtopologies)
             .field("commit_interval_ms", &self.commit_interval_ms)
             .field("num_standby_replicas", &self.num_standby_replicas)
             .field("state_cleanup_delay_ms", &self.state_cleanup_delay_ms)
@@ -227,6 +234,7 @@ impl Default for TasksConfig {
             repartition_topics: Vec::new(),
             repartition_purge_interval_ms: 30_000,
             stores: Vec::new(),
+            subtopologies: Vec::new(),
             commit_interval_ms: 30_000,
             num_standby_replicas: 0,
             state_cleanup_delay_ms: 600_000,
@@ -257,7 +265,52 @@ impl Default for TasksConfig {
     }
 }
 
+/// The input topics and stores of the tasks of one sub-topology.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubtopologySpec {
+    /// Its number: its tasks are `<id>_<partition>`.
+    pub id: u32,
+    /// The input topics its tasks read, among `input_topics`.
+    pub input_topics: Vec<String>,
+    /// The names of the stores its tasks hold, among `stores`.
+    pub stores: Vec<String>,
+}
+
+/// The input topics and store specs of one sub-topology's tasks, as the runtime opens them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TaskShape {
+    pub id: u32,
+    pub topics: Vec<String>,
+    pub stores: Vec<StoreSpec>,
+}
+
 impl TasksConfig {
+    /// The sub-topologies' tasks' topics and stores: those of `subtopologies`, or one
+    /// sub-topology `0` with every input topic and store.
+    pub(crate) fn task_shapes(&self) -> Vec<TaskShape> {
+        if self.subtopologies.is_empty() {
+            return vec![TaskShape {
+                id: 0,
+                topics: self.input_topics.clone(),
+                stores: self.stores.clone(),
+            }];
+        }
+        self.subtopologies
+            .iter()
+            .map(|sub| TaskShape {
+                id: sub.id,
+                topics: sub.input_topics.clone(),
+                stores: self
+                    .stores
+                    .iter()
+                    .filter(|spec| sub.stores.contains(&spec.name))
+                    .cloned()
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// The commit interval.
     pub fn commit_interval(&self) -> Duration {
         Duration::from_millis(self.commit_interval_ms)

@@ -381,3 +381,74 @@ fn a_bad_snapshot_table_is_an_invalid_argument_before_anything_starts() {
         assert!(err.to_string().contains(expected), "{err}");
     }
 }
+
+/// Each input topic and each store belongs to exactly one sub-topology, whose tasks hold it.
+#[test]
+fn sub_topologies_split_the_inputs_and_stores_between_them() {
+    let sub = |id, topics: &[&str], stores: &[&str]| SubtopologySpec {
+        id,
+        input_topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+        stores: stores.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let config = TasksConfig {
+        input_topics: vec!["lines".into(), "words".into()],
+        stores: vec![StoreSpec::new("counts", "memory")],
+        subtopologies: vec![sub(0, &["lines"], &[]), sub(1, &["words"], &["counts"])],
+        ..valid()
+    };
+    config.validate().expect("valid");
+    let shapes = config.task_shapes();
+    assert_eq!(shapes.len(), 2);
+    assert_eq!(
+        (shapes[0].topics.clone(), shapes[0].stores.len()),
+        (vec!["lines".to_owned()], 0)
+    );
+    assert_eq!(shapes[1].stores[0].name, "counts");
+    let cases = [
+        (
+            vec![
+                sub(0, &["lines", "words"], &[]),
+                sub(1, &["words"], &["counts"]),
+            ],
+            "\"words\" is in sub-topologies 0 and 1",
+        ),
+        (
+            vec![sub(0, &["lines"], &[])],
+            "\"words\" is in no sub-topology",
+        ),
+        (
+            vec![sub(0, &["lines"], &[]), sub(1, &["words"], &[])],
+            "\"counts\" is in no sub-topology",
+        ),
+        (
+            vec![sub(0, &["lines"], &[]), sub(0, &["words"], &["counts"])],
+            "sub-topology 0 is configured twice",
+        ),
+        (
+            vec![
+                sub(0, &["lines"], &["other"]),
+                sub(1, &["words"], &["counts"]),
+            ],
+            "\"other\" is not a configured store",
+        ),
+        (
+            vec![sub(0, &[], &[]), sub(1, &["lines", "words"], &["counts"])],
+            "reads no input topic",
+        ),
+    ];
+    for (subtopologies, why) in cases {
+        let err = TasksConfig {
+            subtopologies,
+            ..config.clone()
+        }
+        .validate()
+        .expect_err(why);
+        assert!(err.to_string().contains(why), "{err} (expected {why})");
+    }
+    // Without sub-topologies, one holds every input and store.
+    let plain = TasksConfig {
+        subtopologies: Vec::new(),
+        ..config
+    };
+    assert_eq!(plain.task_shapes()[0].topics.len(), 2);
+}

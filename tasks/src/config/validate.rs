@@ -49,6 +49,80 @@ impl TasksConfig {
         Ok(())
     }
 
+    /// Checks the sub-topologies: numbers unique, each input topic read by exactly one, each
+    /// store held by exactly one.
+    fn validate_subtopologies(&self) -> Result<()> {
+        if self.subtopologies.is_empty() {
+            return Ok(());
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        let mut topics = BTreeMap::new();
+        let mut stores = BTreeMap::new();
+        for sub in &self.subtopologies {
+            if !ids.insert(sub.id) {
+                return Err(Error::invalid(format!(
+                    "sub-topology {} is configured twice",
+                    sub.id
+                )));
+            }
+            if sub.input_topics.is_empty() {
+                return Err(Error::invalid(format!(
+                    "sub-topology {} reads no input topic",
+                    sub.id
+                )));
+            }
+            for (names, seen, what) in [
+                (&sub.input_topics, &mut topics, "input topic"),
+                (&sub.stores, &mut stores, "store"),
+            ] {
+                for name in names {
+                    if let Some(other) = seen.insert(name.as_str(), sub.id) {
+                        return Err(Error::invalid(format!(
+                            "{what} {name:?} is in sub-topologies {other} and {}",
+                            sub.id
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some(topic) = self
+            .input_topics
+            .iter()
+            .find(|topic| !topics.contains_key(topic.as_str()))
+        {
+            return Err(Error::invalid(format!(
+                "input topic {topic:?} is in no sub-topology"
+            )));
+        }
+        if let Some(topic) = topics
+            .keys()
+            .find(|topic| !self.input_topics.iter().any(|input| input == *topic))
+        {
+            return Err(Error::invalid(format!(
+                "sub-topology input topic {topic:?} is not an input topic"
+            )));
+        }
+        if let Some(store) = self
+            .stores
+            .iter()
+            .find(|store| !stores.contains_key(store.name.as_str()))
+        {
+            return Err(Error::invalid(format!(
+                "store {:?} is in no sub-topology",
+                store.name
+            )));
+        }
+        if let Some(store) = stores
+            .keys()
+            .find(|name| !self.stores.iter().any(|store| store.name == **name))
+        {
+            return Err(Error::invalid(format!(
+                "sub-topology store {store:?} is not a configured store"
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks every option without contacting a broker.
     ///
     /// # Errors
@@ -63,6 +137,7 @@ impl TasksConfig {
         if self.stores.is_empty() {
             return Err(Error::invalid("no store is configured"));
         }
+        self.validate_subtopologies()?;
         let mut names = std::collections::BTreeSet::new();
         for store in &self.stores {
             if !names.insert(store.name.as_str()) {

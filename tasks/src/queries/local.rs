@@ -134,8 +134,10 @@ impl Queries {
         let spec = spec.ok_or_else(unknown)?;
         {
             let tasks = shared.tasks.lock();
-            if let Some(task) = tasks.get(&partition) {
-                let slot = task.slots.get(handle.index).ok_or_else(unknown)?;
+            if let Some(task) = shared.task_holding(&tasks, handle.name(), partition) {
+                let slot = task
+                    .slot_of(handle.index, handle.name())
+                    .ok_or_else(unknown)?;
                 let view = T::view(&slot.open).ok_or_else(unknown)?;
                 return Ok((query(view)?, ReadSource::Active));
             }
@@ -144,7 +146,7 @@ impl Queries {
         if from == ReadFrom::Active {
             return Err(not_local);
         }
-        let copy = shared.standbys.lock().get(&partition).cloned();
+        let copy = shared.standby_holding(handle.name(), partition);
         let Some(copy) = copy else {
             return Err(not_local);
         };
@@ -190,7 +192,7 @@ impl Queries {
         }
         {
             let tasks = shared.tasks.lock();
-            if let Some(task) = tasks.get(&partition) {
+            if let Some(task) = shared.task_holding(&tasks, store, partition) {
                 let slot = task.slots.iter().find(|slot| slot.name == store);
                 let slot = slot.ok_or_else(|| QueryError::UnknownStore(store.to_owned()))?;
                 let value = match &slot.open.view {
@@ -206,7 +208,7 @@ impl Queries {
         if from == ReadFrom::Active {
             return Err(not_local);
         }
-        let view = shared.standbys.lock().get(&partition).cloned();
+        let view = shared.standby_holding(store, partition);
         let Some(view) = view else {
             return Err(not_local);
         };

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
+use statestore_changelog::TaskId;
 use store_api::KeyValueStore;
 
 use crate::config::TasksConfig;
@@ -67,10 +68,10 @@ pub(crate) struct QueryState {
     pub config: TasksConfig,
     /// The number of tasks.
     pub partitions: u32,
-    pub tasks: Arc<Mutex<BTreeMap<u32, Task>>>,
+    pub tasks: Arc<Mutex<BTreeMap<TaskId, Task>>>,
     pub rebalances: Arc<AtomicU64>,
     pub group: RwLock<GroupState>,
-    pub standbys: Mutex<BTreeMap<u32, StandbyView>>,
+    pub standbys: Mutex<BTreeMap<TaskId, StandbyView>>,
     /// The global stores, once a topology's are restored.
     pub globals: Mutex<Option<Arc<GlobalReads>>>,
     closed: AtomicBool,
@@ -80,7 +81,7 @@ impl QueryState {
     pub fn new(
         config: TasksConfig,
         partitions: u32,
-        tasks: Arc<Mutex<BTreeMap<u32, Task>>>,
+        tasks: Arc<Mutex<BTreeMap<TaskId, Task>>>,
         rebalances: Arc<AtomicU64>,
     ) -> QueryState {
         QueryState {
@@ -109,9 +110,35 @@ impl QueryState {
         *self.group.write() = state;
     }
 
-    /// Drops the read handles of the standby copy of `partition` (closed or promoted).
-    pub fn forget_standby(&self, partition: u32) {
-        self.standbys.lock().remove(&partition);
+    /// Drops the read handles of the standby copy of task `id` (closed or promoted).
+    pub fn forget_standby(&self, id: TaskId) {
+        self.standbys.lock().remove(&id);
+    }
+
+    /// The sub-topology whose tasks hold store `store`.
+    fn subtopology_of(&self, store: &str) -> u32 {
+        self.config
+            .subtopologies
+            .iter()
+            .find(|sub| sub.stores.iter().any(|name| name == store))
+            .map_or(0, |sub| sub.id)
+    }
+
+    /// The active task here that holds store `store` for partition `partition`.
+    pub fn task_holding<'t>(
+        &self,
+        tasks: &'t BTreeMap<TaskId, Task>,
+        store: &str,
+        partition: u32,
+    ) -> Option<&'t Task> {
+        tasks.get(&TaskId::new(self.subtopology_of(store), partition))
+    }
+
+    /// The read handles of the standby copy here that holds store `store` for partition
+    /// `partition`.
+    pub fn standby_holding(&self, store: &str, partition: u32) -> Option<StandbyView> {
+        let id = TaskId::new(self.subtopology_of(store), partition);
+        self.standbys.lock().get(&id).cloned()
     }
 
     /// The application closed: every query fails from now on.

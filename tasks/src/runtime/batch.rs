@@ -42,7 +42,7 @@ use crate::state::task::Task;
 pub struct ProcessorPool<'s, P> {
     supplier: Box<dyn Fn(TaskId) -> P + Sync + 's>,
     /// Each task's processor, with the generation of the task it was made for.
-    processors: BTreeMap<u32, (u64, P)>,
+    processors: BTreeMap<TaskId, (u64, P)>,
     /// What processing a record has cost so far, to decide whether a round is worth more
     /// than one thread.
     cost: RecordCost,
@@ -63,23 +63,22 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
     /// initialization.
     fn follow(
         &mut self,
-        tasks: &mut BTreeMap<u32, Task>,
-        needed: impl Iterator<Item = u32>,
+        tasks: &mut BTreeMap<TaskId, Task>,
+        needed: impl Iterator<Item = TaskId>,
     ) -> Vec<Failure> {
         self.processors
-            .retain(|&partition, (generation, _)| still_open(tasks, partition, *generation));
+            .retain(|&id, (generation, _)| still_open(tasks, id, *generation));
         let mut failures = Vec::new();
-        for partition in needed {
-            let Some(task) = tasks.get_mut(&partition) else {
+        for id in needed {
+            let Some(task) = tasks.get_mut(&id) else {
                 continue;
             };
-            if task.is_poisoned() || self.processors.contains_key(&partition) {
+            if task.is_poisoned() || self.processors.contains_key(&id) {
                 continue;
             }
             match guarded(|| Ok((self.supplier)(task.id))) {
                 Ok(processor) => {
-                    self.processors
-                        .insert(partition, (task.generation, processor));
+                    self.processors.insert(id, (task.generation, processor));
                 }
                 Err((error, panicked)) => {
                     task.begin_call();
@@ -102,7 +101,7 @@ impl<'s, P: Processor + Send> ProcessorPool<'s, P> {
 /// generation of the task they were split off for.
 #[derive(Default)]
 pub(crate) struct PartitionQueues {
-    queues: BTreeMap<u32, (u64, Vec<PartitionQueue<GroupContext>>)>,
+    queues: BTreeMap<TaskId, (u64, Vec<PartitionQueue<GroupContext>>)>,
     /// Where the next batch starts among the tasks, one further each batch, so that no task
     /// waits behind others that always have records.
     start: std::cell::Cell<usize>,
@@ -150,14 +149,10 @@ impl Arrivals {
 impl PartitionQueues {
     /// Moves the records of `task`'s input partitions to queues of their own. A partition
     /// librdkafka does not know keeps going to the consumer's queue.
-    pub(crate) fn split(
-        &mut self,
-        consumer: &Arc<BaseConsumer<GroupContext>>,
-        inputs: &[String],
-        task: &Task,
-    ) {
+    pub(crate) fn split(&mut self, consumer: &Arc<BaseConsumer<GroupContext>>, task: &Task) {
         let partition = crate::runtime::shared::partition_id(task.id.partition);
-        let queues = inputs
+        let queues = task
+            .topics
             .iter()
             .filter_map(|input| consumer.split_partition_queue(input, partition))
             .map(|mut queue| {
@@ -165,8 +160,7 @@ impl PartitionQueues {
                 queue
             })
             .collect();
-        self.queues
-            .insert(task.id.partition, (task.generation, queues));
+        self.queues.insert(task.id, (task.generation, queues));
     }
 
     /// Makes what arrives on the consumer's own queue (records of partitions not split,
@@ -176,16 +170,16 @@ impl PartitionQueues {
     }
 
     /// Drops the queues of tasks no longer open here.
-    fn follow(&mut self, tasks: &BTreeMap<u32, Task>) {
+    fn follow(&mut self, tasks: &BTreeMap<TaskId, Task>) {
         self.queues
-            .retain(|&partition, (generation, _)| still_open(tasks, partition, *generation));
+            .retain(|&id, (generation, _)| still_open(tasks, id, *generation));
     }
 }
 
-/// Whether the task of `partition` open here is the one of `generation`.
-fn still_open(tasks: &BTreeMap<u32, Task>, partition: u32, generation: u64) -> bool {
+/// Whether task `id` open here is the one of `generation`.
+fn still_open(tasks: &BTreeMap<TaskId, Task>, id: TaskId, generation: u64) -> bool {
     tasks
-        .get(&partition)
+        .get(&id)
         .is_some_and(|task| task.generation == generation)
 }
 
@@ -216,7 +210,7 @@ struct Done {
 }
 
 /// A batch's records not processed yet, by task partition, in order.
-type Pending<'a> = BTreeMap<u32, VecDeque<(usize, u64, &'a BorrowedMessage<'a>)>>;
+type Pending<'a> = BTreeMap<TaskId, VecDeque<(usize, u64, &'a BorrowedMessage<'a>)>>;
 
 impl Application {
     /// Serves rebalances and processes one batch of up to `max_poll_records` records, waiting
@@ -248,10 +242,9 @@ impl Application {
         }
         let threaded = self.shared.config.stream_threads > 1;
         let (consumer, queues) = (&self.consumer, &mut self.queues);
-        let inputs = &self.shared.inputs;
         let waiting = self.shared.finish_restores(consumer, &mut |task| {
             if threaded {
-                queues.split(consumer, inputs, task);
+                queues.split(consumer, task);
             }
         })?;
         // A restored task whose partitions librdkafka does not fetch yet is looked at again
@@ -269,9 +262,9 @@ impl Application {
         revive_if_outputs_lost(&self.consumer, &self.shared);
         let mut pending: Pending<'_> = BTreeMap::new();
         for message in &batch {
-            if let Some((partition, topic, offset)) = locate(&self.shared, message) {
+            if let Some((id, topic, offset)) = locate(&self.shared, message) {
                 pending
-                    .entry(partition)
+                    .entry(id)
                     .or_default()
                     .push_back((topic, offset, message));
             }
@@ -298,14 +291,14 @@ impl Application {
                 // A task that goes on past its failed record takes the rest of its records
                 // in the next round; a rewound task's come again from the consumer; a failed
                 // one's wait for its close.
-                let partition = failure.task.partition;
+                let id = failure.task;
                 match self.handle_failure(failure) {
                     Ok(false) => {}
                     Ok(true) => {
-                        pending.remove(&partition);
+                        pending.remove(&id);
                     }
                     Err(err) => {
-                        pending.remove(&partition);
+                        pending.remove(&id);
                         first_error = first_error.or(Some(err));
                     }
                 }
@@ -425,8 +418,8 @@ fn process_round<P: Processor + Send>(
     wall_clock: Option<i64>,
 ) -> Vec<Done> {
     let mut tasks = shared.tasks.lock();
-    pending.retain(|partition, _| tasks.get(partition).is_some_and(|task| !task.is_poisoned()));
-    let needed: Vec<u32> = if wall_clock.is_some() {
+    pending.retain(|id, _| tasks.get(id).is_some_and(|task| !task.is_poisoned()));
+    let needed: Vec<TaskId> = if wall_clock.is_some() {
         // Idle tasks start too, so that their wall-clock punctuators run without records.
         tasks.keys().copied().collect()
     } else {
@@ -434,15 +427,15 @@ fn process_round<P: Processor + Send>(
     };
     let unsupplied = pool.follow(&mut tasks, needed.into_iter());
     let mut work = Vec::new();
-    // The three maps are sorted by partition; the pool's keys and the pending ones are among
-    // the tasks'.
+    // The three maps are sorted by task; the pool's keys and the pending ones are among the
+    // tasks'.
     let mut processors = pool.processors.iter_mut().peekable();
     let mut records_of = pending.iter_mut().peekable();
-    for (partition, task) in tasks.iter_mut() {
+    for (id, task) in tasks.iter_mut() {
         let records = records_of
-            .next_if(|(p, _)| *p == partition)
+            .next_if(|(other, _)| *other == id)
             .map(|(_, records)| records);
-        let Some((_, (_, processor))) = processors.next_if(|(p, _)| *p == partition) else {
+        let Some((_, (_, processor))) = processors.next_if(|(other, _)| *other == id) else {
             continue;
         };
         if records.is_none() && wall_clock.is_none() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rdkafka::consumer::BaseConsumer;
+use statestore_changelog::TaskId;
 use store_api::{Error, ErrorKind, Result};
 
 use crate::TaskEventKind;
@@ -41,7 +42,7 @@ pub(crate) fn revive_on_timeout(
         return Err(err);
     }
     tracing::warn!(%err, "outputs timed out: every task goes back to its last commit");
-    let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
+    let ids: Vec<TaskId> = shared.tasks.lock().keys().copied().collect();
     if shared.config.exactly_once() {
         // The open transaction holds every task's work since its last commit.
         match abort(shared) {
@@ -56,7 +57,7 @@ pub(crate) fn revive_on_timeout(
     } else {
         shared.outputs.lock().forget_failures();
     }
-    shared.revive(consumer, &partitions);
+    shared.revive(consumer, &ids);
     Ok(())
 }
 
@@ -95,18 +96,18 @@ pub(crate) fn commit_tasks(
         let due = tasks
             .iter_mut()
             .filter(|(_, task)| task.commit_due())
-            .map(|(&partition, task)| (partition, task));
+            .map(|(&id, task)| (id, task));
         let results = commit_in_parallel(due.collect(), |task| (task.id, task.commit()));
-        for (partition, (id, result)) in results {
+        for (_, (id, result)) in results {
             match result {
-                Ok(committed) => offsets.extend(shared.group_offsets_of(partition, &committed)),
+                Ok(committed) => offsets.extend(shared.group_offsets_of(id, &committed)),
                 Err(err) if err.kind() == ErrorKind::Fenced => {
                     tracing::warn!(task = %id, %err, "task fenced by a newer owner: dropped as lost");
-                    fenced.push(partition);
+                    fenced.push(id);
                 }
                 Err(err) if err.kind() == ErrorKind::Timeout => {
                     tracing::warn!(task = %id, %err, "task commit timed out");
-                    timed_out.push(partition);
+                    timed_out.push(id);
                 }
                 Err(err) => first_error = first_error.or(Some(err)),
             }
@@ -115,10 +116,10 @@ pub(crate) fn commit_tasks(
             return Err(err);
         }
         any_fenced = !fenced.is_empty();
-        for partition in fenced {
-            if let Some(task) = tasks.remove(&partition) {
+        for id in fenced {
+            if let Some(task) = tasks.remove(&id) {
                 task.abandon();
-                shared.event(partition, TaskEventKind::Fenced);
+                shared.event(id, TaskEventKind::Fenced);
             }
         }
     }
@@ -137,8 +138,11 @@ pub(crate) fn commit_tasks(
         // commit: otherwise a task with no new record would leave it behind for good.
         tracing::warn!(%err, "committing the group offsets failed");
         let mut tasks = shared.tasks.lock();
-        for (_, partition, _) in &offsets {
-            if let Some(task) = tasks.get_mut(partition) {
+        for &(topic, partition, _) in &offsets {
+            if let Some(task) = shared
+                .locate_topic(topic, partition)
+                .and_then(|(id, _)| tasks.get_mut(&id))
+            {
                 task.group_commit_failed();
             }
         }
@@ -161,8 +165,8 @@ fn commit_tasks_in_transaction(
         }
         Err(err) if shared.revives(&err) => {
             tracing::warn!(%err, "transaction aborted: every task goes back to its last commit");
-            let partitions: Vec<u32> = shared.tasks.lock().keys().copied().collect();
-            shared.revive(consumer, &partitions);
+            let ids: Vec<TaskId> = shared.tasks.lock().keys().copied().collect();
+            shared.revive(consumer, &ids);
         }
         Err(err) => return Err(err),
     }

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
-use statestore_changelog::StateDirectory;
 use statestore_changelog::kafka_util::unique_number;
+use statestore_changelog::{StateDirectory, TaskId};
 use store_api::{Error, ErrorKind, Result};
 
 use crate::TaskEventKind;
@@ -119,7 +119,7 @@ pub(crate) fn abort(shared: &Shared) -> Result<()> {
 pub(crate) fn commit_transaction(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Shared,
-) -> Result<Vec<u32>> {
+) -> Result<Vec<TaskId>> {
     let result = prepare_and_commit(consumer, shared);
     if let Err(err) = result {
         // A record or a request of the transaction failed: a fence or a fatal error behind
@@ -131,7 +131,10 @@ pub(crate) fn commit_transaction(
     result
 }
 
-fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) -> Result<Vec<u32>> {
+fn prepare_and_commit(
+    consumer: &BaseConsumer<GroupContext>,
+    shared: &Shared,
+) -> Result<Vec<TaskId>> {
     shared.send_outputs()?;
     let mut tasks = shared.tasks.lock();
     if let Some(task) = tasks.values().find(|task| task.is_poisoned()) {
@@ -148,19 +151,19 @@ fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) ->
     let due = tasks
         .iter_mut()
         .filter(|(_, task)| task.commit_due())
-        .map(|(&partition, task)| (partition, task))
+        .map(|(&id, task)| (id, task))
         .collect();
     let mut offsets = TopicPartitionList::new();
     let mut prepared = Vec::new();
-    for (partition, result) in commit_in_parallel(due, |task| task.prepare()) {
-        for (topic, partition, offset) in shared.group_offsets_of(partition, &result?) {
+    for (id, result) in commit_in_parallel(due, |task| task.prepare()) {
+        for (topic, partition, offset) in shared.group_offsets_of(id, &result?) {
             let offset = i64::try_from(offset)
                 .map_err(|_| Error::invalid(format!("offset {offset} is beyond kafka's range")))?;
             offsets
                 .add_partition_offset(topic, partition_id(partition), Offset::Offset(offset))
                 .map_err(|err| convert("adding offsets to the transaction", err))?;
         }
-        prepared.push(partition);
+        prepared.push(id);
     }
     // Counted among the commits that prepared a task, so a test can aim at one.
     fail::fail_point!("transaction-before-commit", !prepared.is_empty(), |_| Err(
@@ -172,23 +175,23 @@ fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) ->
     shared.clients.commit_transaction(&offsets, &group)?;
     let mut failed = Vec::new();
     let mut fenced = false;
-    for partition in prepared {
-        let Some(task) = tasks.get_mut(&partition) else {
+    for id in prepared {
+        let Some(task) = tasks.get_mut(&id) else {
             continue;
         };
         match task.apply() {
             Ok(()) => {}
             Err(err) if err.kind() == ErrorKind::Fenced => {
                 tracing::warn!(task = %task.id, %err, "task fenced by a newer owner: dropped as lost");
-                if let Some(task) = tasks.remove(&partition) {
+                if let Some(task) = tasks.remove(&id) {
                     task.abandon();
-                    shared.event(partition, TaskEventKind::Fenced);
+                    shared.event(id, TaskEventKind::Fenced);
                 }
                 fenced = true;
             }
             Err(err) => {
                 tracing::warn!(task = %task.id, %err, "applying a committed transaction failed");
-                failed.push(partition);
+                failed.push(id);
             }
         }
     }
@@ -207,11 +210,11 @@ fn prepare_and_commit(consumer: &BaseConsumer<GroupContext>, shared: &Shared) ->
 /// consumer rejoins the group, which assigns tasks anew.
 pub(crate) fn lose_all_and_rejoin(consumer: &BaseConsumer<GroupContext>, shared: &Shared) {
     let tasks = std::mem::take(&mut *shared.tasks.lock());
-    for (partition, mut task) in tasks {
+    for (id, mut task) in tasks {
         // Should the group give the task back to this member, it is not asked again either.
-        shared.keep_skips(partition, &mut task);
+        shared.keep_skips(&mut task);
         task.abandon();
-        shared.event(partition, TaskEventKind::Lost);
+        shared.event(id, TaskEventKind::Lost);
     }
     match abort(shared) {
         // The fence is what is being answered.
@@ -268,19 +271,19 @@ impl Shared {
             return Ok(());
         }
         Err(Error::Timeout(format!(
-            "tasks of partitions {failed:?} failed to apply a committed transaction"
+            "tasks {failed:?} failed to apply a committed transaction"
         )))
     }
 }
 
-/// Under exactly-once, after the processor of task `partition` failed and the task was
+/// Under exactly-once, after the processor of task `id` failed and the task was
 /// taken back to its last commit: the open transaction holds what the task sent since, so
 /// it is aborted, and every other task, whose work since its last commit it held too, is
 /// closed without committing and opened again. Does nothing under at-least-once.
 pub(crate) fn abort_after_rewind(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Arc<Shared>,
-    partition: u32,
+    id: TaskId,
 ) {
     if !shared.config.exactly_once() {
         return;
@@ -294,12 +297,12 @@ pub(crate) fn abort_after_rewind(
         }
         Err(err) => shared.fail(err),
     }
-    let others: Vec<u32> = shared
+    let others: Vec<TaskId> = shared
         .tasks
         .lock()
         .keys()
         .copied()
-        .filter(|&other| other != partition)
+        .filter(|&other| other != id)
         .collect();
     shared.revive(consumer, &others);
 }

@@ -4,6 +4,7 @@
 
 use rdkafka::Offset;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use statestore_changelog::TaskId;
 use store_api::Result;
 
 use crate::config::{ErrorAction, UncaughtErrorPolicy};
@@ -40,7 +41,7 @@ pub(crate) fn handle(
     failure: Failure,
 ) -> Result<Handled> {
     let action = decide(handler, &failure);
-    let partition = failure.task.partition;
+    let id = failure.task;
     let offset = failure.record.as_ref().map(|record| record.offset);
     tracing::error!(
         task = %failure.task,
@@ -54,7 +55,7 @@ pub(crate) fn handle(
     let (skip, dead_letter) = match action {
         ErrorAction::Fail => match shared.config.uncaught_error {
             UncaughtErrorPolicy::ShutdownClient => {
-                count(shared, partition, |metrics| metrics.failures.increment(1));
+                count(shared, id, |metrics| metrics.failures.increment(1));
                 return Err(failure.into_error());
             }
             UncaughtErrorPolicy::ReplaceThread => (None, None),
@@ -62,7 +63,7 @@ pub(crate) fn handle(
         ErrorAction::Continue => (skipped(&failure), None),
         ErrorAction::DeadLetter => (skipped(&failure), dead_letter_of(shared, &failure)),
     };
-    count(shared, partition, |metrics| {
+    count(shared, id, |metrics| {
         metrics.failures.increment(1);
         if skip.is_some() {
             metrics.skipped.increment(1);
@@ -71,7 +72,7 @@ pub(crate) fn handle(
     let goes_on = action != ErrorAction::Fail && {
         let mut tasks = shared.tasks.lock();
         // A task revoked meanwhile needs nothing.
-        tasks.get_mut(&partition).is_none_or(|task| {
+        tasks.get_mut(&id).is_none_or(|task| {
             task.go_on_after_failure(skip.map(|skip| (skip, dead_letter.clone())))
         })
     };
@@ -81,15 +82,8 @@ pub(crate) fn handle(
             rewound: false,
         });
     }
-    count(shared, partition, |metrics| {
-        metrics.failure_aborts.increment(1)
-    });
-    rewind(
-        consumer,
-        shared,
-        partition,
-        skip.map(|skip| (skip, dead_letter)),
-    )?;
+    count(shared, id, |metrics| metrics.failure_aborts.increment(1));
+    rewind(consumer, shared, id, skip.map(|skip| (skip, dead_letter)))?;
     Ok(Handled {
         dead_letter: None,
         rewound: true,
@@ -126,27 +120,24 @@ fn dead_letter_of(shared: &Shared, failure: &Failure) -> Option<OutputRecord> {
     Some(letter)
 }
 
-fn count(
-    shared: &Shared,
-    partition: u32,
-    record: impl FnOnce(&crate::state::metrics::TaskMetrics),
-) {
-    if let Some(task) = shared.tasks.lock().get(&partition) {
+fn count(shared: &Shared, id: TaskId, record: impl FnOnce(&crate::state::metrics::TaskMetrics)) {
+    if let Some(task) = shared.tasks.lock().get(&id) {
         record(&task.metrics);
     }
 }
 
-/// Takes task `partition` back to its last commit, marks `skip` (topic index, offset) to be
+/// Takes task `id` back to its last commit, marks `skip` (topic index, offset) to be
 /// passed over (sending its dead letter then), and seeks its input partitions to the commit's
 /// offsets, so that the records since come again. A task revoked meanwhile needs nothing.
 fn rewind(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Shared,
-    partition: u32,
+    id: TaskId,
     skip: Option<((usize, u64), Option<OutputRecord>)>,
 ) -> Result<()> {
+    let partition = id.partition;
     let mut tasks = shared.tasks.lock();
-    let Some(task) = tasks.get_mut(&partition) else {
+    let Some(task) = tasks.get_mut(&id) else {
         return Ok(());
     };
     task.rewind()?;
@@ -154,7 +145,7 @@ fn rewind(
         task.skip(topic, offset, letter);
         (topic, offset)
     });
-    for (topic, input) in shared.inputs.iter().enumerate() {
+    for (topic, input) in shared.topics_of(id).iter().enumerate() {
         let offset = match task.next_offset(topic) {
             Some(next) => Offset::Offset(i64::try_from(next).map_err(|_| {
                 store_api::Error::invalid(format!("offset {next} is beyond Kafka's range"))

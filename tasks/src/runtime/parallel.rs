@@ -3,10 +3,11 @@
 /// Runs `commit` on each of `tasks`, each on a thread of its own when there are several: a
 /// task's stores commit one after the other on its thread, as [`Task::commit`](crate::state::task::Task::commit) orders them,
 /// while the tasks' changelog appends, syncs (or broker acknowledgements) and checkpoint
-/// writes overlap. Returns each task's partition and outcome, in the order given; every task
-/// is committed whatever the others' outcomes.
-pub(crate) fn commit_in_parallel<T, R, F>(tasks: Vec<(u32, &mut T)>, commit: F) -> Vec<(u32, R)>
+/// writes overlap. Returns each task's key and outcome, in the order given; every task is
+/// committed whatever the others' outcomes.
+pub(crate) fn commit_in_parallel<K, T, R, F>(tasks: Vec<(K, &mut T)>, commit: F) -> Vec<(K, R)>
 where
+    K: Send,
     T: Send,
     R: Send,
     F: Fn(&mut T) -> R + Sync,

@@ -7,6 +7,7 @@
 //! its last commit.
 
 use rdkafka::message::{BorrowedMessage, Message};
+use statestore_changelog::TaskId;
 use store_api::Error;
 
 use crate::processor::{Processor, ProcessorContext, TaskContext};
@@ -16,14 +17,15 @@ use crate::runtime::shared::Shared;
 use crate::state::punctuation::{Punctuation, PunctuationType, wall_clock_ms};
 use crate::state::task::Task;
 
-/// The partition, input topic index and offset of `message`, when it is a record of an
+/// The task, its input topic index and the offset of `message`, when it is a record of an
 /// input topic.
-pub(crate) fn locate(shared: &Shared, message: &BorrowedMessage<'_>) -> Option<(u32, usize, u64)> {
-    Some((
-        u32::try_from(message.partition()).ok()?,
-        shared.topic_index(message.topic())?,
-        u64::try_from(message.offset()).ok()?,
-    ))
+pub(crate) fn locate(
+    shared: &Shared,
+    message: &BorrowedMessage<'_>,
+) -> Option<(TaskId, usize, u64)> {
+    let partition = u32::try_from(message.partition()).ok()?;
+    let (id, topic) = shared.locate_topic(message.topic(), partition)?;
+    Some((id, topic, u64::try_from(message.offset()).ok()?))
 }
 
 /// What a call of user code ends with: `Err` is a failure, for the error handler.
@@ -59,11 +61,12 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
     outputs: &mut Vec<Output>,
     processor: &mut P,
 ) -> Called<(bool, bool)> {
-    let Some((partition, topic, offset)) = locate(shared, message) else {
+    let Some((id, topic, offset)) = locate(shared, message) else {
         return Ok((false, false));
     };
+    let partition = id.partition;
     let mut tasks = shared.tasks.lock();
-    let Some(task) = tasks.get_mut(&partition) else {
+    let Some(task) = tasks.get_mut(&id) else {
         // A record fetched before its partition was revoked.
         return Ok((false, false));
     };

@@ -16,6 +16,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
+use statestore_changelog::TaskId;
 use store_api::ErrorKind;
 
 use super::coordinator::{commit_group, commit_within};
@@ -34,17 +35,17 @@ impl Shared {
         consumer: &BaseConsumer<GroupContext>,
         tpl: &TopicPartitionList,
     ) {
-        let open: Vec<u32> = {
+        let open: Vec<TaskId> = {
             let tasks = self.tasks.lock();
             let mut restorer = self.restorer.lock();
             let mut open = Vec::new();
-            for partition in self.partitions_of(tpl) {
-                if tasks.contains_key(&partition) {
+            for id in self.partitions_of(tpl) {
+                if tasks.contains_key(&id) {
                     continue;
                 }
-                match restorer.tasks.get_mut(&partition) {
+                match restorer.tasks.get_mut(&id) {
                     Some(restoring) => restoring.revoked = false,
-                    None => open.push(partition),
+                    None => open.push(id),
                 }
             }
             open
@@ -59,9 +60,9 @@ impl Shared {
         let floors = self.group_offsets(consumer, &open);
         let done = {
             let mut restorer = self.restorer.lock();
-            for &partition in &open {
-                let floors = (0..self.inputs.len())
-                    .map(|topic| floors.get(&(topic, partition)).copied())
+            for &id in &open {
+                let floors = (0..self.topics_of(id).len())
+                    .map(|topic| floors.get(&(id, topic)).copied())
                     .collect();
                 let restoring = Restoring {
                     revoked: false,
@@ -70,7 +71,7 @@ impl Shared {
                     started: Instant::now(),
                     not_fetching_since: None,
                 };
-                restorer.tasks.insert(partition, restoring);
+                restorer.tasks.insert(id, restoring);
             }
             restorer.reporter()
         };
@@ -78,7 +79,7 @@ impl Shared {
         self.spawn_restores(open, done);
     }
 
-    /// Closes the tasks of `partitions` without committing and opens them again, restoring
+    /// Closes tasks `ids` without committing and opens them again, restoring
     /// their stores from their changelogs, as an assignment does: Kafka Streams' dirty close
     /// and revival of a corrupted task. For tasks whose commit or outputs timed out: what they
     /// processed since their last commit is processed again, and a record whose output was
@@ -89,25 +90,19 @@ impl Shared {
     /// tasks committed again, unchanged), and a member it no longer knows in this generation
     /// drops the tasks and rejoins instead (see [`rejoin`](super::exactly_once::rejoin)). A
     /// coordinator that cannot answer leaves the question to the next heartbeat.
-    pub(crate) fn revive(
-        self: &Arc<Self>,
-        consumer: &BaseConsumer<GroupContext>,
-        partitions: &[u32],
-    ) {
+    pub(crate) fn revive(self: &Arc<Self>, consumer: &BaseConsumer<GroupContext>, ids: &[TaskId]) {
         let mut revived = TopicPartitionList::new();
         {
             let mut tasks = self.tasks.lock();
-            for &partition in partitions {
-                let Some(mut task) = tasks.remove(&partition) else {
+            for &id in ids {
+                let Some(mut task) = tasks.remove(&id) else {
                     continue;
                 };
                 tracing::warn!(task = %task.id, "task closed without committing, to open again");
-                self.keep_skips(partition, &mut task);
+                self.keep_skips(&mut task);
                 task.abandon();
-                self.event(partition, TaskEventKind::Lost);
-                for input in &self.inputs {
-                    revived.add_partition(input, partition_id(partition));
-                }
+                self.event(id, TaskEventKind::Lost);
+                self.add_partitions(&mut revived, id);
             }
         }
         if revived.count() == 0 {
@@ -176,10 +171,13 @@ impl Shared {
     ) {
         let restoring = self.restorer.lock().wanted();
         let mut paused = TopicPartitionList::new();
-        for input in &self.inputs {
-            for &partition in &restoring {
-                if tpl.find_partition(input, partition_id(partition)).is_some() {
-                    paused.add_partition(input, partition_id(partition));
+        for id in restoring {
+            for input in self.topics_of(id) {
+                if tpl
+                    .find_partition(input, partition_id(id.partition))
+                    .is_some()
+                {
+                    paused.add_partition(input, partition_id(id.partition));
                 }
             }
         }
@@ -190,19 +188,17 @@ impl Shared {
         }
     }
 
-    /// The group's committed offsets of `partitions` of every input topic, by (topic index,
-    /// partition); empty when they cannot be read. A coordinator that moved or is down is
-    /// waited for, up to the request timeout.
+    /// The group's committed offsets of the input partitions of tasks `ids`, by (task, topic
+    /// index); empty when they cannot be read. A coordinator that moved or is down is waited
+    /// for, up to the request timeout.
     pub(super) fn group_offsets(
         &self,
         consumer: &BaseConsumer<GroupContext>,
-        partitions: &[u32],
-    ) -> BTreeMap<(usize, u32), u64> {
+        ids: &[TaskId],
+    ) -> BTreeMap<(TaskId, usize), u64> {
         let mut tpl = TopicPartitionList::new();
-        for input in &self.inputs {
-            for &partition in partitions {
-                tpl.add_partition(input, partition_id(partition));
-            }
+        for &id in ids {
+            self.add_partitions(&mut tpl, id);
         }
         let committed = retry(
             "reading the group offsets (OffsetFetch)",
@@ -221,10 +217,7 @@ impl Shared {
             .iter()
             .filter_map(|elem| match elem.offset() {
                 Offset::Offset(o) => Some((
-                    (
-                        self.topic_index(elem.topic())?,
-                        u32::try_from(elem.partition()).ok()?,
-                    ),
+                    self.locate_topic(elem.topic(), u32::try_from(elem.partition()).ok()?)?,
                     u64::try_from(o).ok()?,
                 )),
                 _ => None,
@@ -240,14 +233,14 @@ impl Shared {
         let _no_copy_placed = self.standbys.lock();
         let closing: Vec<Task> = {
             let mut restorer = self.restorer.lock();
-            let gone: Vec<u32> = restorer
+            let gone: Vec<TaskId> = restorer
                 .suspended
                 .keys()
-                .filter(|partition| !assigned.contains(partition))
+                .filter(|id| !assigned.contains(id))
                 .copied()
                 .collect();
             gone.iter()
-                .filter_map(|partition| restorer.suspended.remove(partition))
+                .filter_map(|id| restorer.suspended.remove(id))
                 .collect()
         };
         for task in closing {
@@ -285,33 +278,33 @@ impl Shared {
             }
             Err(err) => self.fail(err),
         }
-        for partition in self.partitions_of(tpl) {
+        for id in self.partitions_of(tpl) {
             {
                 let mut restorer = self.restorer.lock();
-                if let Some(restoring) = restorer.tasks.get_mut(&partition) {
+                if let Some(restoring) = restorer.tasks.get_mut(&id) {
                     restoring.revoked = true;
                     // The revocation ends after any fence of the task under way here: the
                     // new owner's fence is the last.
-                    while restorer.fencing.contains(&partition) {
+                    while restorer.fencing.contains(&id) {
                         self.fences_done.wait(&mut restorer);
                     }
                     continue;
                 }
             }
-            let Some(mut task) = self.tasks.lock().remove(&partition) else {
+            let Some(mut task) = self.tasks.lock().remove(&id) else {
                 continue;
             };
             if lost || task.is_poisoned() {
                 // A task whose processor failed holds part of a record: never committed.
                 tracing::warn!(task = %task.id, "task lost: closed without committing");
                 task.abandon();
-                self.event(partition, TaskEventKind::Lost);
+                self.event(id, TaskEventKind::Lost);
                 continue;
             }
             let closed = if eager {
                 match task.suspend() {
                     Ok(committed) => {
-                        self.restorer.lock().suspended.insert(partition, task);
+                        self.restorer.lock().suspended.insert(id, task);
                         Ok(committed)
                     }
                     Err(err) => {
@@ -324,20 +317,20 @@ impl Shared {
             };
             match closed {
                 Ok(committed) => {
-                    let offsets = self.group_offsets_of(partition, &committed);
+                    let offsets = self.group_offsets_of(id, &committed);
                     if let Err(err) = commit_group(consumer, self, &offsets) {
                         // The state holds the position; the group offset is only a floor.
-                        tracing::warn!(%err, partition, "committing the group offset failed");
+                        tracing::warn!(%err, task = %id, "committing the group offset failed");
                     }
                 }
                 Err(err) if err.kind() == ErrorKind::Fenced => {
-                    tracing::warn!(partition, %err, "revoked task was fenced by a newer owner");
-                    self.event(partition, TaskEventKind::Fenced);
+                    tracing::warn!(task = %id, %err, "revoked task was fenced by a newer owner");
+                    self.event(id, TaskEventKind::Fenced);
                     continue;
                 }
                 Err(err) => self.fail(err),
             }
-            self.event(partition, TaskEventKind::Revoked);
+            self.event(id, TaskEventKind::Revoked);
         }
     }
 }
@@ -358,17 +351,16 @@ impl ClientContext for GroupContext {
     /// librdkafka's statistics (every `statistics.interval.ms`): each task's lag, the records
     /// of its input partitions past the consumer's position.
     fn stats(&self, statistics: Statistics) {
-        for (&partition, task) in self.shared.tasks.lock().iter() {
-            let lags: Option<Vec<i64>> = self
-                .shared
-                .inputs
+        for (id, task) in self.shared.tasks.lock().iter() {
+            let lags: Option<Vec<i64>> = task
+                .topics
                 .iter()
                 .map(|input| {
                     let stats = statistics
                         .topics
                         .get(input)?
                         .partitions
-                        .get(&partition_id(partition))?;
+                        .get(&partition_id(id.partition))?;
                     // librdkafka says -1 while it does not know.
                     (stats.consumer_lag >= 0).then_some(stats.consumer_lag)
                 })

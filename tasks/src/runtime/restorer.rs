@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
+use statestore_changelog::TaskId;
 use store_api::Result;
 
 use crate::state::task::Task;
@@ -37,19 +38,19 @@ pub(crate) struct Restoring {
     pub not_fetching_since: Option<Instant>,
 }
 
-/// A finished restore: the task's partition and its opened task.
-pub(crate) type Restored = (u32, Result<Task>);
+/// A finished restore: the task's id and its opened task.
+pub(crate) type Restored = (TaskId, Result<Task>);
 
 /// The tasks being restored, and the channel their restore threads report on.
 pub(crate) struct Restorer {
-    pub tasks: BTreeMap<u32, Restoring>,
+    pub tasks: BTreeMap<TaskId, Restoring>,
     /// Tasks revoked by an eager rebalance, committed, their stores open: resumed if the
     /// rebalance assigns them here again, closed otherwise.
-    pub suspended: BTreeMap<u32, Task>,
+    pub suspended: BTreeMap<TaskId, Task>,
     /// Tasks whose changelogs a restore thread fences right now: a revocation of one waits
     /// until its fence ended, so that no fence of this instance follows the revocation (and
     /// with it, the new owner's fence).
-    pub fencing: BTreeSet<u32>,
+    pub fencing: BTreeSet<TaskId>,
     done_tx: Sender<Restored>,
     done_rx: Receiver<Restored>,
 }
@@ -74,26 +75,26 @@ impl Restorer {
     /// The next finished restore, if any, with its bookkeeping; `None` in the first slot for
     /// a restore nobody waits for any more.
     pub fn next_done(&mut self) -> Option<(Option<Restoring>, Restored)> {
-        let (partition, task) = self.done_rx.try_recv().ok()?;
-        Some((self.tasks.remove(&partition), (partition, task)))
+        let (id, task) = self.done_rx.try_recv().ok()?;
+        Some((self.tasks.remove(&id), (id, task)))
     }
 
     /// Puts a restored task that could not be taken in yet back among the finished restores,
     /// for the next [`next_done`](Restorer::next_done).
-    pub fn put_back(&mut self, partition: u32, restoring: Restoring, task: Task) {
-        self.tasks.insert(partition, restoring);
-        if let Err(mpsc::SendError((_, Ok(task)))) = self.done_tx.send((partition, Ok(task))) {
+    pub fn put_back(&mut self, id: TaskId, restoring: Restoring, task: Task) {
+        self.tasks.insert(id, restoring);
+        if let Err(mpsc::SendError((_, Ok(task)))) = self.done_tx.send((id, Ok(task))) {
             // The receiver is this restorer's own, so this never happens.
             task.abandon();
         }
     }
 
-    /// The partitions being restored and not revoked.
-    pub fn wanted(&self) -> Vec<u32> {
+    /// The tasks being restored and not revoked.
+    pub fn wanted(&self) -> Vec<TaskId> {
         self.tasks
             .iter()
             .filter(|(_, restoring)| !restoring.revoked)
-            .map(|(&partition, _)| partition)
+            .map(|(&id, _)| id)
             .collect()
     }
 }

@@ -20,22 +20,20 @@ use crate::runtime::restorer::{Restored, Restoring};
 use crate::state::task::{FenceGate, Opening, Task};
 
 impl Shared {
-    /// Opens and restores the tasks of `partitions`, `restore_parallelism` at a time, and
-    /// reports each one to `done` as soon as it is ready.
-    pub(super) fn open_tasks(&self, partitions: &[u32], done: &Sender<Restored>) {
+    /// Opens and restores tasks `ids`, `restore_parallelism` at a time, and reports each
+    /// one to `done` as soon as it is ready.
+    pub(super) fn open_tasks(&self, ids: &[TaskId], done: &Sender<Restored>) {
         let next = AtomicUsize::new(0);
-        let threads = self.config.restore_parallelism.min(partitions.len());
+        let threads = self.config.restore_parallelism.min(ids.len());
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| {
-                    while let Some(&partition) =
-                        partitions.get(next.fetch_add(1, Ordering::Relaxed))
-                    {
-                        let suspended = self.restorer.lock().suspended.remove(&partition);
+                    while let Some(&id) = ids.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let suspended = self.restorer.lock().suspended.remove(&id);
                         let task = match suspended.and_then(|task| resumed(task, self)) {
                             Some(task) => Ok(task),
                             None => {
-                                self.promote_standby(partition);
+                                self.promote_standby(id);
                                 let opening = Opening {
                                     listener: &mut Locked(&self.listener),
                                     gate: self,
@@ -44,14 +42,14 @@ impl Shared {
                                     &self.state,
                                     &self.config,
                                     &self.clients,
-                                    TaskId::new(0, partition),
+                                    id,
                                     self.partitions,
                                     opening,
                                 )
                             }
                         };
                         if let Err(std::sync::mpsc::SendError((_, Ok(task)))) =
-                            done.send((partition, task))
+                            done.send((id, task))
                         {
                             // Nobody waits any more: the application is gone.
                             task.abandon();
@@ -63,21 +61,21 @@ impl Shared {
         });
     }
 
-    /// Opens and restores the tasks of `partitions` on a restore thread, reporting to `done`.
-    pub(super) fn spawn_restores(self: &Arc<Self>, partitions: Vec<u32>, done: Sender<Restored>) {
+    /// Opens and restores tasks `ids` on a restore thread, reporting to `done`.
+    pub(super) fn spawn_restores(self: &Arc<Self>, ids: Vec<TaskId>, done: Sender<Restored>) {
         let shared = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("statestore-restore".into())
-            .spawn(move || shared.open_tasks(&partitions, &done));
+            .spawn(move || shared.open_tasks(&ids, &done));
         if let Err(err) = spawned {
             self.fail(Error::io("starting a restore thread", err));
         }
     }
 
-    /// Starts the restore of task `partition` again, after one that timed out (no broker
-    /// answered within the request timeout) or gave up its fence (the task was revoked then,
-    /// and is assigned here again): its partitions stay paused meanwhile.
-    pub(super) fn restore_again(self: &Arc<Self>, partition: u32, restoring: Restoring) {
+    /// Starts the restore of task `id` again, after one that timed out (no broker answered
+    /// within the request timeout) or gave up its fence (the task was revoked then, and is
+    /// assigned here again): its partitions stay paused meanwhile.
+    pub(super) fn restore_again(self: &Arc<Self>, id: TaskId, restoring: Restoring) {
         let done = {
             let mut restorer = self.restorer.lock();
             let again = Restoring {
@@ -86,10 +84,10 @@ impl Shared {
                 not_fetching_since: None,
                 ..restoring
             };
-            restorer.tasks.insert(partition, again);
+            restorer.tasks.insert(id, again);
             restorer.reporter()
         };
-        self.spawn_restores(vec![partition], done);
+        self.spawn_restores(vec![id], done);
     }
 
     /// Takes in every task whose restore finished: seeks its partitions to its position,
@@ -113,8 +111,8 @@ impl Shared {
         let taken = self.take_in_restored(consumer, split, &mut waiting);
         let waits = !waiting.is_empty();
         let mut restorer = self.restorer.lock();
-        for (partition, restoring, task) in waiting {
-            restorer.put_back(partition, restoring, task);
+        for (id, restoring, task) in waiting {
+            restorer.put_back(id, restoring, task);
         }
         taken.map(|()| waits)
     }
@@ -124,10 +122,10 @@ impl Shared {
         self: &Arc<Self>,
         consumer: &Arc<BaseConsumer<GroupContext>>,
         split: &mut dyn FnMut(&Task),
-        waiting: &mut Vec<(u32, Restoring, Task)>,
+        waiting: &mut Vec<(TaskId, Restoring, Task)>,
     ) -> Result<()> {
         loop {
-            let Some((restoring, (partition, task))) = self.restorer.lock().next_done() else {
+            let Some((restoring, (id, task))) = self.restorer.lock().next_done() else {
                 return Ok(());
             };
             let Some(restoring) = restoring.filter(|restoring| !restoring.revoked) else {
@@ -135,9 +133,9 @@ impl Shared {
                 // failed restore is no error of this instance's.
                 match task {
                     Ok(task) => task.abandon(),
-                    Err(err) => tracing::info!(partition, %err, "a revoked task's restore failed"),
+                    Err(err) => tracing::info!(task = %id, %err, "a revoked task's restore failed"),
                 }
-                tracing::info!(partition, "restored a task revoked meanwhile: closed");
+                tracing::info!(task = %id, "restored a task revoked meanwhile: closed");
                 continue;
             };
             if restoring.fence_refused {
@@ -146,17 +144,17 @@ impl Shared {
                     task.abandon();
                 }
                 tracing::info!(
-                    partition,
+                    task = %id,
                     "a task assigned here again after its restore gave it up: restoring it again"
                 );
-                self.restore_again(partition, restoring);
+                self.restore_again(id, restoring);
                 continue;
             }
             let mut task = match task {
                 Ok(task) => task,
                 Err(err) if err.kind() == ErrorKind::Timeout => {
-                    tracing::warn!(partition, %err, "a task's restore timed out: restoring it again");
-                    self.restore_again(partition, restoring);
+                    tracing::warn!(task = %id, %err, "a task's restore timed out: restoring it again");
+                    self.restore_again(id, restoring);
                     continue;
                 }
                 // A task still assigned here that another owner fenced while it restored: two
@@ -177,7 +175,7 @@ impl Shared {
                     } else {
                         tracing::debug!(task = %task.id, "partitions not fetched yet; seeking later");
                     }
-                    waiting.push((partition, restoring, task));
+                    waiting.push((id, restoring, task));
                     continue;
                 }
                 Sought::Lost => {
@@ -197,14 +195,14 @@ impl Shared {
                 .map_err(|err| convert("resuming a restored task's partitions", err))?;
             let restored = task.restored();
             tracing::info!(task = %task.id, next = ?task.next_offsets(), ?restored, "task assigned");
-            let next_offsets = self
-                .inputs
+            let next_offsets = task
+                .topics
                 .iter()
                 .zip(task.next_offsets())
                 .filter_map(|(input, next)| Some((input.clone(), (*next)?)))
                 .collect();
             self.event(
-                partition,
+                id,
                 TaskEventKind::Assigned {
                     restored,
                     next_offset: task.next_offset(0),
@@ -213,10 +211,10 @@ impl Shared {
                     resumed: task.resumed(),
                 },
             );
-            if let Some(skips) = self.decided.lock().remove(&partition) {
+            if let Some(skips) = self.decided.lock().remove(&id) {
                 task.remember_skips(skips);
             }
-            self.tasks.lock().insert(partition, task);
+            self.tasks.lock().insert(id, task);
         }
     }
 
@@ -292,22 +290,18 @@ impl Shared {
                 .map_err(|err| convert(doing, err))?;
         } else {
             let assigned = consumer.assignment().map_err(|err| convert(doing, err))?;
-            let partitions: std::collections::BTreeSet<u32> = assigned
-                .elements()
-                .iter()
-                .filter_map(|elem| u32::try_from(elem.partition()).ok())
-                .filter(|&partition| partition != task.id.partition)
-                .collect();
+            let mut others = self.partitions_of(&assigned);
+            others.remove(&task.id);
             let mut all = TopicPartitionList::new();
             {
                 let tasks = self.tasks.lock();
-                for partition in partitions {
-                    if let Some(open) = tasks.get(&partition) {
+                for id in others {
+                    if let Some(open) = tasks.get(&id) {
                         self.add_positions(&mut all, open)?;
                         continue;
                     }
-                    for input in &self.inputs {
-                        all.add_partition_offset(input, partition_id(partition), Offset::Stored)
+                    for input in self.topics_of(id) {
+                        all.add_partition_offset(input, partition_id(id.partition), Offset::Stored)
                             .map_err(|err| convert(doing, err))?;
                     }
                 }
@@ -325,7 +319,7 @@ impl Shared {
     /// # Errors
     /// `InvalidArgument` for an offset beyond Kafka's range.
     fn add_positions(&self, tpl: &mut TopicPartitionList, task: &Task) -> Result<()> {
-        for (topic, input) in self.inputs.iter().enumerate() {
+        for (topic, input) in task.topics.iter().enumerate() {
             let offset = match task.next_offset(topic).map(i64::try_from) {
                 Some(Ok(offset)) => Offset::Offset(offset),
                 Some(Err(_)) => {
@@ -360,7 +354,7 @@ impl Shared {
         }
     }
 
-    /// Closes the standby copy of `partition`, whose task is about to be restored here: the
+    /// Closes the standby copy of task `id`, which is about to be restored here: the
     /// task then restores only what its copy lacks. Runs on the restore thread, not in a
     /// rebalance callback, as it waits for a catch-up of the copy in flight.
     ///
@@ -369,13 +363,13 @@ impl Shared {
     /// [`restorer`](Shared::restorer) before this thread started, and the standby thread
     /// adds no slot for a task restoring here (under the map's lock, see `app::standbys`).
     /// So the task opens its stores after every copy of them closed.
-    pub(super) fn promote_standby(&self, partition: u32) {
-        let Some(slot) = self.standbys.lock().remove(&partition) else {
+    pub(super) fn promote_standby(&self, id: TaskId) {
+        let Some(slot) = self.standbys.lock().remove(&id) else {
             return;
         };
         match slot.retire(&self.queries) {
             Ok(replayed) => tracing::info!(task = %slot.id(), replayed, "promoting standby"),
-            Err(err) => tracing::warn!(%err, partition, "closing a promoted standby"),
+            Err(err) => tracing::warn!(%err, task = %id, "closing a promoted standby"),
         }
     }
 }
@@ -415,10 +409,9 @@ enum Sought {
 /// [`Restorer::fencing`](crate::runtime::restorer::Restorer::fencing)).
 impl FenceGate for Shared {
     fn fence(&self, id: TaskId, fence: &mut dyn FnMut() -> Result<u64>) -> Result<u64> {
-        let partition = id.partition;
         {
             let mut restorer = self.restorer.lock();
-            let refused = match restorer.tasks.get_mut(&partition) {
+            let refused = match restorer.tasks.get_mut(&id) {
                 Some(restoring) if !restoring.revoked => false,
                 Some(restoring) => {
                     restoring.fence_refused = true;
@@ -432,17 +425,17 @@ impl FenceGate for Shared {
                      owner's to fence"
                 )));
             }
-            restorer.fencing.insert(partition);
+            restorer.fencing.insert(id);
         }
         /// Ends the fence in the restorer, also when `fence` panics.
-        struct Ended<'a>(&'a Shared, u32);
+        struct Ended<'a>(&'a Shared, TaskId);
         impl Drop for Ended<'_> {
             fn drop(&mut self) {
                 self.0.restorer.lock().fencing.remove(&self.1);
                 self.0.fences_done.notify_all();
             }
         }
-        let _ended = Ended(self, partition);
+        let _ended = Ended(self, id);
         fence()
     }
 }

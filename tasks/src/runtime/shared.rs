@@ -16,7 +16,7 @@ use statestore_changelog::kafka_util::{
 use statestore_changelog::{KafkaClients, RestoreListener, StateDirectory, TaskId};
 use store_api::{Error, Result};
 
-use crate::config::TasksConfig;
+use crate::config::{TaskShape, TasksConfig};
 use crate::queries::QueryState;
 use crate::runtime::outputs::Outputs;
 use crate::runtime::restorer::Restorer;
@@ -31,12 +31,15 @@ pub(crate) const MAX_EVENTS: usize = 1024;
 /// Everything the callbacks and the processing loop share.
 pub(crate) struct Shared {
     pub config: TasksConfig,
-    /// The input topics, co-partitioned: task `0_<p>` owns partition `p` of each.
+    /// The input topics, co-partitioned: task `<sub>_<p>` owns partition `p` of those of
+    /// its sub-topology.
     pub inputs: Vec<String>,
+    /// Each sub-topology's input topics and stores.
+    pub shapes: Vec<TaskShape>,
     pub partitions: u32,
     pub state: StateDirectory,
     /// The active tasks, shared with interactive queries.
-    pub tasks: Arc<Mutex<BTreeMap<u32, Task>>>,
+    pub tasks: Arc<Mutex<BTreeMap<TaskId, Task>>>,
     pub error: Mutex<Option<Error>>,
     /// The task events not taken yet, the latest [`MAX_EVENTS`] of them.
     pub events: Mutex<std::collections::VecDeque<TaskEvent>>,
@@ -78,7 +81,7 @@ pub(crate) struct Shared {
     /// The skips decided for tasks closed without committing, by partition, for the copy of
     /// the task opened next here: its error handler is not asked again about a record it
     /// answered (see [`Task::take_skips`]).
-    pub decided: Mutex<BTreeMap<u32, crate::state::task::Skips>>,
+    pub decided: Mutex<BTreeMap<TaskId, crate::state::task::Skips>>,
     /// The commits of the group offsets, each waited for up to the request timeout.
     pub group_commits: GroupCommits,
 }
@@ -89,14 +92,14 @@ impl Shared {
     /// For each repartition topic partition of a task here, the position its stores
     /// committed: what may be purged below.
     pub(crate) fn committed_repartition_positions(&self) -> crate::runtime::purge::Below {
-        let repartition: Vec<usize> = (0..self.inputs.len())
-            .filter(|&i| self.config.repartition_topics.contains(&self.inputs[i]))
-            .collect();
         let mut below = crate::runtime::purge::Below::new();
-        for (&partition, task) in self.tasks.lock().iter() {
-            for &topic in &repartition {
-                if let Some(position) = task.committed_position(topic) {
-                    below.insert((self.inputs[topic].clone(), partition), position);
+        for (id, task) in self.tasks.lock().iter() {
+            for (index, topic) in task.topics.iter().enumerate() {
+                if !self.config.repartition_topics.contains(topic) {
+                    continue;
+                }
+                if let Some(position) = task.committed_position(index) {
+                    below.insert((topic.clone(), id.partition), position);
                 }
             }
         }
@@ -111,10 +114,10 @@ impl Shared {
     }
 
     /// Keeps the skips of `task`, closed without committing, for its next copy here.
-    pub(crate) fn keep_skips(&self, partition: u32, task: &mut Task) {
+    pub(crate) fn keep_skips(&self, task: &mut Task) {
         let skips = task.take_skips();
         if !skips.is_empty() {
-            self.decided.lock().insert(partition, skips);
+            self.decided.lock().insert(task.id, skips);
         }
     }
 
@@ -128,16 +131,17 @@ impl Shared {
         self.outputs.lock().flush(&self.clients)
     }
 
-    /// The group offsets of task `partition` from what [`Task::commit`] returned.
-    pub(crate) fn group_offsets_of<'a>(
-        &'a self,
-        partition: u32,
+    /// The group offsets of task `id` from what [`Task::commit`] returned.
+    pub(crate) fn group_offsets_of(
+        &self,
+        id: TaskId,
         committed: &[(usize, u64)],
-    ) -> Vec<(&'a str, u32, u64)> {
+    ) -> Vec<(&str, u32, u64)> {
+        let topics = self.topics_of(id);
         committed
             .iter()
             .filter_map(|&(topic, offset)| {
-                Some((self.inputs.get(topic)?.as_str(), partition, offset))
+                Some((topics.get(topic)?.as_str(), id.partition, offset))
             })
             .collect()
     }
@@ -190,52 +194,86 @@ impl Shared {
         }
     }
 
-    pub(crate) fn event(&self, partition: u32, kind: TaskEventKind) {
+    pub(crate) fn event(&self, task: TaskId, kind: TaskEventKind) {
         let mut events = self.events.lock();
         if events.len() >= MAX_EVENTS {
             events.pop_front();
         }
-        events.push_back(TaskEvent {
-            task: TaskId::new(0, partition),
-            kind,
-        });
+        events.push_back(TaskEvent { task, kind });
     }
 
-    /// The index of input topic `topic` among [`inputs`](Shared::inputs).
-    pub(crate) fn topic_index(&self, topic: &str) -> Option<usize> {
-        self.inputs.iter().position(|input| input == topic)
+    /// The task that input topic `topic`'s partition `partition` belongs to, and the index
+    /// of `topic` among that task's topics.
+    pub(crate) fn locate_topic(&self, topic: &str, partition: u32) -> Option<(TaskId, usize)> {
+        self.shapes.iter().find_map(|shape| {
+            let index = shape.topics.iter().position(|input| input == topic)?;
+            Some((TaskId::new(shape.id, partition), index))
+        })
     }
 
-    /// The tasks of the input partitions in `tpl`: partition `p` of any input topic.
-    pub(super) fn partitions_of(&self, tpl: &TopicPartitionList) -> BTreeSet<u32> {
-        self.inputs
+    /// The input topics of task `id`, in the order of its positions.
+    pub(crate) fn topics_of(&self, id: TaskId) -> &[String] {
+        self.shapes
             .iter()
-            .flat_map(|input| tpl.elements_for_topic(input))
-            .filter_map(|elem| u32::try_from(elem.partition()).ok())
+            .find(|shape| shape.id == id.subtopology)
+            .map_or(&[], |shape| shape.topics.as_slice())
+    }
+
+    /// The tasks of partition `partition`, one per sub-topology.
+    pub(crate) fn tasks_of_partition(&self, partition: u32) -> impl Iterator<Item = TaskId> + '_ {
+        self.shapes
+            .iter()
+            .map(move |shape| TaskId::new(shape.id, partition))
+    }
+
+    /// The tasks of the input partitions in `tpl`: partition `p` of any input topic of a
+    /// sub-topology.
+    pub(super) fn partitions_of(&self, tpl: &TopicPartitionList) -> BTreeSet<TaskId> {
+        self.shapes
+            .iter()
+            .flat_map(|shape| {
+                shape
+                    .topics
+                    .iter()
+                    .flat_map(|input| tpl.elements_for_topic(input))
+                    .filter_map(|elem| u32::try_from(elem.partition()).ok())
+                    .map(|partition| TaskId::new(shape.id, partition))
+            })
             .collect()
     }
 
-    /// Checks that `tpl` gives each of `partitions` in every input topic: a task owns the same
-    /// partition of each, which only the range assignor guarantees (and the configuration
-    /// asks for it when there are several input topics).
+    /// Adds the input partitions of task `id` to `tpl`.
+    pub(crate) fn add_partitions(&self, tpl: &mut TopicPartitionList, id: TaskId) {
+        for input in self.topics_of(id) {
+            tpl.add_partition(input, partition_id(id.partition));
+        }
+    }
+
+    /// Checks that `tpl` gives each of `tasks` in every input topic of its sub-topology: a
+    /// task owns the same partition of each, which only the range assignor guarantees (and
+    /// the configuration asks for it when there are several input topics).
     pub(super) fn check_co_partitioned(
         &self,
         tpl: &TopicPartitionList,
-        partitions: &[u32],
+        tasks: &[TaskId],
     ) -> Result<()> {
-        for &partition in partitions {
+        for &id in tasks {
             let missing: Vec<&str> = self
-                .inputs
+                .topics_of(id)
                 .iter()
-                .filter(|input| tpl.find_partition(input, partition_id(partition)).is_none())
+                .filter(|input| {
+                    tpl.find_partition(input, partition_id(id.partition))
+                        .is_none()
+                })
                 .map(String::as_str)
                 .collect();
             if !missing.is_empty() {
                 return Err(Error::invalid(format!(
-                    "the group assigned partition {partition} of some input topics here but \
-                     not of {missing:?}: task 0_{partition} must own that partition of every \
-                     input topic (do all instances subscribe to the same topics with the range \
-                     assignor?)"
+                    "the group assigned partition {} of some input topics here but not of \
+                     {missing:?}: task {id} must own that partition of every input topic of \
+                     its sub-topology (do all instances subscribe to the same topics with the \
+                     range assignor?)",
+                    id.partition
                 )));
             }
         }

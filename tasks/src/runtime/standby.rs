@@ -71,9 +71,14 @@ impl Standby {
         partitions: u32,
     ) -> Result<Standby> {
         let dir = state.task(id)?;
-        let mut stores = Vec::with_capacity(config.stores.len());
+        let shape = config
+            .task_shapes()
+            .into_iter()
+            .find(|shape| shape.id == id.subtopology)
+            .ok_or_else(|| store_api::Error::invalid(format!("task {id}: no such sub-topology")))?;
+        let mut stores = Vec::with_capacity(shape.stores.len());
         // A store that is not logged has no changelog to copy.
-        for spec in config.stores.iter().filter(|spec| spec.logging) {
+        for spec in shape.stores.iter().filter(|spec| spec.logging) {
             let factory = statestore::resolve(&spec.backend)?;
             let (store, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
             // Read only: a standby opens no producer.
@@ -136,8 +141,8 @@ impl Standby {
     }
 }
 
-/// Standby copies by partition.
-pub(crate) type Standbys = BTreeMap<u32, Arc<StandbySlot>>;
+/// Standby copies by task.
+pub(crate) type Standbys = BTreeMap<TaskId, Arc<StandbySlot>>;
 
 /// The place of one standby copy: opened, caught up and retired under its lock (see "Who
 /// touches a copy" above).
@@ -192,7 +197,7 @@ impl StandbySlot {
         };
         let records = standby.catch_up(listener)?;
         if let Some(view) = standby.view() {
-            queries.standbys.lock().insert(self.id.partition, view);
+            queries.standbys.lock().insert(self.id, view);
         }
         Ok(Some(records))
     }
@@ -205,7 +210,7 @@ impl StandbySlot {
     /// A store that failed to close; the copy is retired regardless.
     pub fn retire(&self, queries: &QueryState) -> Result<u64> {
         let mut state = self.state.lock();
-        queries.forget_standby(self.id.partition);
+        queries.forget_standby(self.id);
         match std::mem::replace(&mut *state, SlotState::Retired) {
             SlotState::Open(standby) => {
                 let replayed = standby.replayed;

@@ -139,7 +139,10 @@ impl Updater {
             // Mid-rebalance the assignment is in flux: keep the copies as they are.
             return;
         };
-        let wanted = standby_tasks(&view.members, &shared.client_id, replicas);
+        let wanted: BTreeSet<TaskId> = standby_tasks(&view.members, &shared.client_id, replicas)
+            .into_iter()
+            .flat_map(|partition| shared.tasks_of_partition(partition))
+            .collect();
         for slot in self.place(&wanted) {
             if self.stopping() {
                 return;
@@ -155,29 +158,25 @@ impl Updater {
     /// inserted: a task's restore is registered before its restore thread takes the task's
     /// slot out of the map (see `Shared::promote_standby`), so no slot of a task being
     /// restored is inserted after that.
-    fn place(&self, wanted: &BTreeSet<u32>) -> Vec<Arc<StandbySlot>> {
+    fn place(&self, wanted: &BTreeSet<TaskId>) -> Vec<Arc<StandbySlot>> {
         let shared = &self.shared;
         let (unwanted, slots) = {
             let mut standbys = shared.standbys.lock();
-            let mut active: BTreeSet<u32> = shared.tasks.lock().keys().copied().collect();
+            let mut active: BTreeSet<TaskId> = shared.tasks.lock().keys().copied().collect();
             {
                 let restorer = shared.restorer.lock();
                 active.extend(restorer.tasks.keys().copied());
                 active.extend(restorer.suspended.keys().copied());
             }
-            let wanted: BTreeSet<u32> = wanted.difference(&active).copied().collect();
+            let wanted: BTreeSet<TaskId> = wanted.difference(&active).copied().collect();
             let (unwanted, kept): (Vec<_>, Vec<_>) = standbys
                 .iter()
-                .map(|(partition, slot)| (*partition, Arc::clone(slot)))
-                .partition(|(partition, _)| !wanted.contains(partition));
+                .map(|(id, slot)| (*id, Arc::clone(slot)))
+                .partition(|(id, _)| !wanted.contains(id));
             let mut slots: Vec<Arc<StandbySlot>> = kept.into_iter().map(|(_, slot)| slot).collect();
-            for &partition in &wanted {
-                if let std::collections::btree_map::Entry::Vacant(vacant) =
-                    standbys.entry(partition)
-                {
-                    slots.push(Arc::clone(
-                        vacant.insert(StandbySlot::new(TaskId::new(0, partition))),
-                    ));
+            for &id in &wanted {
+                if let std::collections::btree_map::Entry::Vacant(vacant) = standbys.entry(id) {
+                    slots.push(Arc::clone(vacant.insert(StandbySlot::new(id))));
                 }
             }
             (unwanted, slots)
@@ -227,10 +226,10 @@ impl Updater {
         }
         let mut standbys = shared.standbys.lock();
         if standbys
-            .get(&id.partition)
+            .get(&id)
             .is_some_and(|held| Arc::ptr_eq(held, slot))
         {
-            standbys.remove(&id.partition);
+            standbys.remove(&id);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The tasks' metrics, through the [`metrics`] facade, so any exporter (Prometheus, StatsD, ...)
-//! shows them; each carries the labels `application` and `task` (`0_<partition>`), and the
+//! shows them; each carries the labels `application` and `task` (`<subtopology>_<partition>`), and the
 //! restore metrics also `store`. Nothing is recorded while no recorder is installed.
 
 use metrics::{Counter, Gauge, Histogram};

@@ -147,20 +147,24 @@ impl Task {
     ) -> Result<Task> {
         let _span = tracing::info_span!("restore", task = %id).entered();
         let started = Instant::now();
+        let shape = config
+            .task_shapes()
+            .into_iter()
+            .find(|shape| shape.id == id.subtopology)
+            .ok_or_else(|| Error::invalid(format!("task {id}: no such sub-topology")))?;
         let dir = state.task(id)?;
-        let mut slots = Vec::with_capacity(config.stores.len());
-        for spec in &config.stores {
+        let mut slots = Vec::with_capacity(shape.stores.len());
+        for spec in &shape.stores {
             slots.push(open_slot(
                 &dir,
                 config,
-                spec,
+                (spec, &shape.topics),
                 clients,
-                id,
-                partitions,
+                (id, partitions),
                 &mut opening,
             )?);
         }
-        let resume: Vec<Option<u64>> = (0..config.input_topics.len())
+        let resume: Vec<Option<u64>> = (0..shape.topics.len())
             .map(|topic| {
                 let at = slots
                     .iter()
@@ -179,7 +183,7 @@ impl Task {
         Ok(Task {
             id,
             slots,
-            topics: config.input_topics.clone(),
+            topics: shape.topics,
             next_offset: resume.clone(),
             committed_offset: resume.clone(),
             base_offset: resume,
@@ -197,6 +201,15 @@ impl Task {
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             dir,
         })
+    }
+
+    /// The slot of store `name`, declared at `index` among the configuration's stores (the
+    /// slot's index too when the task holds every store).
+    pub fn slot_of(&self, index: usize, name: &str) -> Option<&Slot> {
+        self.slots
+            .get(index)
+            .filter(|slot| slot.name == name)
+            .or_else(|| self.slots.iter().find(|slot| slot.name == name))
     }
 
     /// Marks each store as replaying or not for the record at `offset` of input `topic`: a
@@ -661,15 +674,13 @@ impl Task {
 fn open_slot(
     dir: &TaskDirectory,
     config: &TasksConfig,
-    spec: &StoreSpec,
+    (spec, topics): (&StoreSpec, &[String]),
     clients: &KafkaClients,
-    id: TaskId,
-    partitions: u32,
+    (id, partitions): (TaskId, u32),
     opening: &mut Opening<'_>,
 ) -> Result<Slot> {
     let factory = statestore::resolve(&spec.backend)?;
     let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
-    let topics = &config.input_topics;
     let (backing, position, stream_time, restored) = if spec.logging {
         let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
         let checkpoint = Arc::clone(dir.checkpoint());

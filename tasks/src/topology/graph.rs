@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
+use statestore_changelog::TaskId;
 use store_api::{Error, KeyValueStore, Result};
 
 use crate::processor::{Host, ProcessorContext, TaskContext};
@@ -116,12 +117,13 @@ pub(crate) struct TaskGraph {
 }
 
 impl TaskGraph {
-    /// Every sub-topology of `topology` (its global stores' nodes aside), made for one task
-    /// of `application_id`: the task owns the same partition of every source topic.
+    /// The nodes of task `task`'s sub-topology of `topology`, made for that task of
+    /// `application_id`.
     pub(crate) fn new(
         topology: Arc<Topology>,
         globals: Option<Arc<GlobalReads>>,
         application_id: &str,
+        task: TaskId,
     ) -> Self {
         let mut sources = HashMap::new();
         let nodes = topology
@@ -129,6 +131,9 @@ impl TaskGraph {
             .iter()
             .enumerate()
             .map(|(i, node)| {
+                if node.subtopology != task.subtopology {
+                    return None;
+                }
                 let make = match &node.kind {
                     DefKind::Source { topics, make, .. } => {
                         for topic in topics {

@@ -14,7 +14,8 @@
 //!
 //! [`Application::run_topology`](crate::Application::run_topology) runs a topology with at
 //! least one store, its global stores, and sub-topologies joined through repartition topics;
-//! one task `0_<partition>` runs partition `<partition>` of every sub-topology.
+//! task `<sub>_<partition>` runs partition `<partition>` of sub-topology `<sub>`, with its
+//! stores.
 
 mod api;
 mod build;
@@ -33,7 +34,7 @@ pub use error::TopologyError;
 use store_api::{Error, Result};
 pub use topic::TopicName;
 
-use crate::config::{StoreSpec, TasksConfig};
+use crate::config::{StoreSpec, SubtopologySpec, TasksConfig};
 use defs::DefKind;
 
 /// A built, checked topology (see the [module](self) docs). Cheap to share between threads:
@@ -121,8 +122,8 @@ impl Topology {
 
     /// `config` with the inputs and stores this topology runs on: `input_topics` set to its
     /// sources' topics (of every sub-topology), `repartition_topics` to the repartition
-    /// topics among them, `stores` to its stores (each left as it is when it already says the
-    /// same).
+    /// topics among them, `stores` to its stores and `subtopologies` to the topics and stores
+    /// of each sub-topology's tasks (each left as it is when it already says the same).
     ///
     /// # Errors
     /// `InvalidArgument` when `config` names other inputs or stores, and for a topology this
@@ -152,9 +153,25 @@ impl Topology {
                  `stores` empty and add them to the topology",
             ));
         }
+        let subtopologies: Vec<SubtopologySpec> = self
+            .subtopologies
+            .iter()
+            .map(|sub| SubtopologySpec {
+                id: sub.id,
+                input_topics: sub.source_topics.iter().map(|t| t.resolve(&app)).collect(),
+                stores: sub.stores.clone(),
+            })
+            .collect();
+        if !config.subtopologies.is_empty() && config.subtopologies != subtopologies {
+            return Err(Error::invalid(
+                "the configuration declares sub-topologies other than the topology's: leave \
+                 `subtopologies` empty",
+            ));
+        }
         config.input_topics = inputs;
         config.repartition_topics = repartition;
         config.stores = self.stores.clone();
+        config.subtopologies = subtopologies;
         Ok(config)
     }
 
@@ -164,6 +181,7 @@ impl Topology {
         if configured.input_topics != config.input_topics
             || configured.repartition_topics != config.repartition_topics
             || configured.stores != config.stores
+            || configured.subtopologies != config.subtopologies
         {
             return Err(Error::invalid(
                 "the application's configuration was not made by Topology::configure",
