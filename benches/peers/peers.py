@@ -20,6 +20,13 @@ Parts (--parts):
               (--restore-snapshots, a path Kafka Streams lacks): every commit snapshots each
               store's RocksDB files into a file:// object store in the run's work dir, and E
               downloads the newest snapshots, then replays only the changelog after them
+  rekey       statestore (`run --rekey`) and Kafka Streams (RekeyedWordCount, its DSL:
+              flatMapValues, groupBy, count) count the same words from lines without a key,
+              re-keyed through the repartition topic <application>-words-by-word-repartition,
+              each count sent to an output topic: records/s (words) from the first line to
+              the group's committed offsets reaching the end of the input and of the
+              repartition topic, CPU per word, broker CPU per word, peak RSS; beside the
+              throughput part's one-sub-topology count when both run
   failover    statestore and Kafka Streams, two instances (session timeout 10 s) share
               --failover-keys keys; one is killed with kill -9: time from the kill to the
               survivor's first record on the last of the victim's tasks, with 0 and 1 standby
@@ -48,6 +55,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 TICKS = os.sysconf("SC_CLK_TCK")
+# The words of each line `partitioned-wordcount produce` writes.
+WORDS_PER_LINE = 8
 STARTED = time.time()
 GUARANTEE_SHORT = {"at_least_once": "ALOS", "exactly_once_v2": "EOS-v2"}
 
@@ -87,6 +96,9 @@ class Kafka:
             self.consumers[group] = Consumer({"bootstrap.servers": self.bootstrap,
                                               "group.id": group, "enable.auto.commit": False})
         return self.consumers[group]
+
+    def topics(self) -> set[str]:
+        return set(self.admin.list_topics(timeout=10).topics)
 
     def partitions(self, topic: str) -> list[int]:
         if topic not in self.known:
@@ -232,18 +244,22 @@ class Harness:
 
     # --- input ---------------------------------------------------------------------------
 
-    def produce(self, topic: str, start: int, end: int, distinct_keys: bool = False) -> None:
+    def produce(self, topic: str, start: int, end: int, distinct_keys: bool = False,
+                unkeyed: bool = False) -> None:
         subprocess.run([self.args.wordcount, "produce", "--bootstrap", self.args.bootstrap,
                         "--topic", topic, "--from", str(start), "--lines", str(end)]
-                       + (["--distinct-keys"] if distinct_keys else []),
+                       + (["--distinct-keys"] if distinct_keys else [])
+                       + (["--unkeyed-lines"] if unkeyed else []),
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     # --- the applications ----------------------------------------------------------------
 
     def start(self, system: str, topic: str, app: str, state: Path, guarantee="at_least_once",
-              threads=1, standbys=0, static: str | None = None, sets=()) -> Instance:
+              threads=1, standbys=0, static: str | None = None, sets=(),
+              rekey_output: str | None = None) -> Instance:
         """One instance of `system`: statestore, kafka-streams, quix or bare (`sets`: more
-        options of statestore's or of the bare consumer's, such as `--set NAME=VALUE`)."""
+        options of statestore's or of the bare consumer's, such as `--set NAME=VALUE`); with
+        `rekey_output`, statestore's or Kafka Streams' re-keyed count, writing there."""
         a = self.args
         common = ["--bootstrap", a.bootstrap, "--topic", topic, "--application-id", app,
                   "--state-dir", str(state), "--stop-on-stdin-eof",
@@ -252,13 +268,18 @@ class Harness:
                   "--session-timeout-ms", str(a.session_timeout_ms), "--commit-interval-ms", "1000"]
         if static:
             common += ["--group-instance-id", static]
+        if rekey_output:
+            common += ["--output-topic", rekey_output]
+            if system == "statestore":
+                common += ["--rekey"]
         if system == "statestore":
             instance = Instance([a.wordcount, "run", "--assignment-strategy",
                                  a.assignment_strategy, *common, *sets], "first record of",
                                 a.broker_pid)
         elif system == "kafka-streams":
+            main = "RekeyedWordCount" if rekey_output else "WordCount"
             instance = Instance([a.java, *a.java_opts.split(), "-cp", a.ks_classpath,
-                                 "statestore.peers.WordCount"] + common,
+                                 f"statestore.peers.{main}"] + common,
                                 "first record of", a.broker_pid)
         elif system == "quix":
             quix = Path(__file__).with_name("quix_wordcount.py")
@@ -338,6 +359,46 @@ class Harness:
                      + (f", after kill -9 {result['restart_after_kill_s']:.2f} s"
                         if "restart_after_kill_s" in result else ""))
         shutil.rmtree(state, ignore_errors=True)
+        return result
+
+    def rekey(self, variant: dict, topic: str) -> dict:
+        """Counts the words of the unkeyed lines of `topic` from the start, re-keyed."""
+        kafka = self.kafka
+        system, name = variant["system"], variant["name"]
+        app = self.app_id(variant["key"])
+        state, output = self.work / app, f"{app}-out"
+        repartition = f"{app}-words-by-word-repartition"
+        self.produce(output, 0, 0)
+        words = kafka.records(topic) * WORDS_PER_LINE
+        progress(f"{name}: counting {words:,} words")
+        instance = self.start(system, topic, app, state, guarantee=variant["guarantee"],
+                              threads=variant["threads"], rekey_output=output)
+        first = instance.wait_first(300)
+        partitions = len(kafka.partitions(topic))
+
+        def done() -> bool:
+            # Under exactly-once a transaction's marker may follow a partition's last
+            # repartition record, past the committed offset: one per partition is allowed.
+            return (kafka.lag(app, topic) == 0 and repartition in kafka.topics()
+                    and kafka.lag(app, repartition) <= partitions)
+
+        instance.wait("processing the words", done, 3600, every=0.1)
+        end = instance.sample()
+        instance.stop()
+        shutil.rmtree(state, ignore_errors=True)
+        seconds = (end["ms"] - first["ms"]) / 1000
+        result = {
+            "records": words,
+            "records_per_s": words / max(seconds, 1e-3),
+            "instance_cpu_us_per_record": (end["cpu"] - first["cpu"]) * 1e6 / words,
+            "broker_cpu_us_per_record": ((end["broker_cpu"] - first["broker_cpu"]) * 1e6 / words
+                                         if self.args.broker_pid else None),
+            "peak_rss_mib": end["rss_mib"],
+            "outputs": kafka.records(output),
+        }
+        progress(f"{name}: {result['records_per_s']:,.0f} words/s, "
+                 f"{result['instance_cpu_us_per_record']:.2f} µs CPU per word, "
+                 f"{result['outputs']:,} output offsets")
         return result
 
     def restore(self, system: str, topic: str, keys: list[int], snapshots=False) -> dict:
@@ -571,7 +632,7 @@ def main() -> None:
         if guarantee not in GUARANTEE_SHORT:
             parser.error(f"unknown guarantee {guarantee}")
     for part in args.parts:
-        if part not in ("throughput", "restart", "restore", "failover"):
+        if part not in ("throughput", "restart", "rekey", "restore", "failover"):
             parser.error(f"unknown part {part}")
     if args.restore_repeats < 1:
         parser.error("--restore-repeats must be at least 1")
@@ -607,7 +668,7 @@ def measure(args, harness: Harness) -> dict:
                "lines": args.lines, "keys": args.keys, "failover_keys": args.failover_keys,
                "session_timeout_ms": args.session_timeout_ms,
                "failover_repeats": args.failover_repeats,
-               "throughput": {}, "restore": {}, "failover": {}}
+               "throughput": {}, "rekey": {}, "restore": {}, "failover": {}}
     if "throughput" in args.parts:
         topic = f"peers-words-{harness.run}"
         progress(f"producing {args.lines:,} lines to {topic}")
@@ -617,6 +678,16 @@ def measure(args, harness: Harness) -> dict:
             results["throughput"][variant["key"]] = {
                 "name": variant["name"], **harness.throughput(variant, topic, lines)}
     pair = [s for s in ("statestore", "kafka-streams") if s in args.systems]
+    if "rekey" in args.parts and pair:
+        topic = f"peers-lines-{harness.run}"
+        progress(f"producing {args.lines:,} unkeyed lines to {topic}")
+        harness.produce(topic, 0, args.lines, unkeyed=True)
+        for variant in variants(args):
+            if variant["system"] in pair:
+                key = f"rekey-{variant['key']}"
+                results["rekey"][key] = {
+                    "name": f"{variant['name']}, re-keyed",
+                    **harness.rekey({**variant, "key": key}, topic)}
     if "restore" in args.parts and pair:
         topic = f"peers-keys-{harness.run}"
         progress(f"producing {args.keys:,} distinct keys to {topic}")
@@ -682,6 +753,21 @@ def render(results: dict) -> str:
                 f"| {fmt(row.get('restart_s'), '{:.2f}')} "
                 f"| {fmt(row.get('restart_after_kill_s'), '{:.2f}')} |")
         lines.append("")
+    if results.get("rekey"):
+        first = next(iter(results["rekey"].values()))
+        lines += [f"Re-keyed count: {first['records']:,} words in {results['lines']:,} lines "
+                  "without a key, split, re-keyed through a repartition topic and counted, "
+                  "each count sent to an output topic; one instance, commit every 1 s "
+                  "(Kafka Streams' DSL count caches, so it sends fewer counts)", "",
+                  "| | words/s | instance CPU per word (µs) | broker CPU per word (µs) "
+                  "| peak RSS (MiB) | output offsets |", "|---|---:|---:|---:|---:|---:|"]
+        for row in results["rekey"].values():
+            lines.append(
+                f"| {row['name']} | {row['records_per_s']:,.0f} "
+                f"| {row['instance_cpu_us_per_record']:.2f} "
+                f"| {fmt(row['broker_cpu_us_per_record'], '{:.2f}')} "
+                f"| {row['peak_rss_mib']:.0f} | {row['outputs']:,} |")
+        lines.append("")
     if results["restore"]:
         repeats = len(next(iter(results["restore"].values())).get("restart_kept_all_s", [0]))
         lines += [f"Restore from an empty state directory: {results['keys']:,} distinct keys, "
@@ -735,6 +821,12 @@ def chart(results: dict, path: Path) -> None:
     names = [row["name"] for row in rows.values()]
     bar_colors = [colors[key.split("-")[0] if not key.startswith("kafka") else "kafka-streams"]
                   for key in rows]
+    if results.get("rekey"):
+        rows = {**rows, **results["rekey"]}
+        names = [row["name"] for row in rows.values()]
+        systems = [key.removeprefix("rekey-") for key in rows]
+        bar_colors = [colors["kafka-streams" if system.startswith("kafka") else
+                             system.split("-")[0]] for system in systems]
     for key, label in [("records_per_s", "records/s"),
                        ("instance_cpu_us_per_record", "instance CPU per record (µs)"),
                        ("broker_cpu_us_per_record", "broker CPU per record (µs)"),

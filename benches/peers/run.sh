@@ -13,6 +13,8 @@
 #       --failover-repeats 3      each failover 3 times, the systems alternating: the median
 #       and the range (one run cannot separate two systems: the session timeout and the killed
 #       instance's heartbeat phase spread a failover over 1.5-3.5 s)
+#   benches/peers/run.sh --systems statestore,kafka-streams --parts throughput,rekey
+#       the one-sub-topology count beside the count re-keyed through a repartition topic
 #   benches/peers/run.sh 60000 --threads-work-us 40 --threads-only   (1 against 2 processing
 #       threads, each record given 40 us of CPU work, statestore alone)
 #

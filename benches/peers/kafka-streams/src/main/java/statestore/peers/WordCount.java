@@ -211,7 +211,15 @@ public final class WordCount {
             System.exit(2);
             return;
         }
-        KafkaStreams streams = new KafkaStreams(topology(options.get("topic")), config(options));
+        run(topology(options.get("topic")), options);
+    }
+
+    /**
+     * Runs {@code topology} until stdin ends (with {@code --stop-on-stdin-eof}) or SIGTERM,
+     * reporting on stderr as the class comment says; exits the JVM.
+     */
+    static void run(Topology topology, Map<String, String> options) throws InterruptedException {
+        KafkaStreams streams = new KafkaStreams(topology, config(options));
         CountDownLatch stop = new CountDownLatch(1);
         int[] exit = {0};
         streams.setGlobalStateRestoreListener(new Restores());
