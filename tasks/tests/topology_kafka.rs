@@ -11,9 +11,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use statestore_operator_stores::Utf8;
-use statestore_tasks::topology::{Context, Processor, Record, TopicName, TopologyBuilder};
+use statestore_tasks::topology::{
+    Context, Processor, Record, TopicName, Topology, TopologyBuilder,
+};
 use statestore_tasks::{
-    Application, ErrorAction, ProcessingGuarantee, ReadFrom, StoreSpec, TasksConfig,
+    Application, ErrorAction, ProcessingGuarantee, ReadFrom, ReadSource, StoreSpec, TasksConfig,
 };
 use support::failing::{PARTITIONS, produce_pairs};
 use support::*;
@@ -675,30 +677,12 @@ impl Processor for Split {
 /// `<app>-words-repartition`, which the application creates with the input's partition count
 /// -> counted per word: the counts are exact and each count is output once, in order, under
 /// `guarantee`.
-fn rekeyed(guarantee: ProcessingGuarantee) {
-    let Some(bootstrap) = bootstrap("a_repartition_topic_rekeys_words") else {
-        return;
-    };
-    let (app, input, output) = (unique("rekey"), unique("rekey-in"), unique("rekey-out"));
-    create_topic(&bootstrap, &input, 4);
-    create_topic(&bootstrap, &output, 4);
-    let lines: Vec<(String, String)> = (0..1_000u64)
-        .map(|i| {
-            let words: Vec<String> = (0..3).map(|j| word(i * 3 + j)).collect();
-            (format!("line-{i}"), words.join(" "))
-        })
-        .collect();
-    produce_pairs(&bootstrap, &input, &lines);
-    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
-    for (_, line) in &lines {
-        for word in line.split_whitespace() {
-            *expected.entry(word.to_owned()).or_default() += 1;
-        }
-    }
-
+/// Lines of `input` split into words, re-keyed through repartition topic `words` and counted
+/// in store `counts` (redb), each count sent to `output` when given as `<word>|direct:<n>`.
+fn rekey_topology(input: &str, output: Option<&str>) -> Topology {
     let mut builder = TopologyBuilder::new();
     builder
-        .add_source::<String, String, Utf8, Utf8>("lines", [input.as_str()])
+        .add_source::<String, String, Utf8, Utf8>("lines", [input])
         .add_processor("split", || Split, ["lines"])
         .add_sink::<String, String, Utf8, Utf8>(
             "to-words",
@@ -707,9 +691,41 @@ fn rekeyed(guarantee: ProcessingGuarantee) {
         )
         .add_source::<String, String, Utf8, Utf8>("words", [TopicName::repartition("words")])
         .add_processor("count", || Count, ["words"])
-        .add_store(StoreSpec::new("counts", "redb"), ["count"])
-        .add_sink::<String, String, Utf8, Utf8>("out", output.as_str(), ["count"]);
-    let topology = builder.build().expect("builds");
+        .add_store(StoreSpec::new("counts", "redb"), ["count"]);
+    if let Some(output) = output {
+        builder.add_sink::<String, String, Utf8, Utf8>("out", output, ["count"]);
+    }
+    builder.build().expect("builds")
+}
+
+/// `count` lines of three words each, keyed `line-<i>`, and how often each word occurs.
+fn word_lines(count: u64) -> (Vec<(String, String)>, BTreeMap<String, u64>) {
+    let lines: Vec<(String, String)> = (0..count)
+        .map(|i| {
+            let words: Vec<String> = (0..3).map(|j| word(i * 3 + j)).collect();
+            (format!("line-{i}"), words.join(" "))
+        })
+        .collect();
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, line) in &lines {
+        for word in line.split_whitespace() {
+            *expected.entry(word.to_owned()).or_default() += 1;
+        }
+    }
+    (lines, expected)
+}
+
+fn rekeyed(guarantee: ProcessingGuarantee) {
+    let Some(bootstrap) = bootstrap("a_repartition_topic_rekeys_words") else {
+        return;
+    };
+    let (app, input, output) = (unique("rekey"), unique("rekey-in"), unique("rekey-out"));
+    create_topic(&bootstrap, &input, 4);
+    create_topic(&bootstrap, &output, 4);
+    let (lines, expected) = word_lines(1_000);
+    produce_pairs(&bootstrap, &input, &lines);
+
+    let topology = rekey_topology(&input, Some(&output));
     assert_eq!(topology.subtopologies().len(), 2);
     let dir = tempfile::tempdir().expect("dir");
     let config = topology
@@ -825,6 +841,86 @@ fn a_repartition_topic_rekeys_words_between_two_subtopologies() {
 #[test]
 fn a_repartition_topic_rekeys_words_exactly_once() {
     rekeyed(ProcessingGuarantee::ExactlyOnceV2);
+}
+
+/// With a standby replica, each of two instances keeps copies of the other's counting tasks
+/// `1_<p>`, and a query of any
+/// word on either instance reads its count, from the active task on one and from the standby
+/// copy on the other.
+#[test]
+fn standby_copies_of_a_subtopologys_tasks_answer_queries() {
+    let Some(bootstrap) = bootstrap("standby_copies_of_a_subtopologys_tasks_answer_queries") else {
+        return;
+    };
+    let (app, input) = (unique("rekey-standby"), unique("rekey-standby-in"));
+    create_topic(&bootstrap, &input, 4);
+    let (lines, expected) = word_lines(500);
+    produce_pairs(&bootstrap, &input, &lines);
+    let dirs = [
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    ];
+    let stop = AtomicBool::new(false);
+    let (standby_reads, copies) = thread::scope(|scope| {
+        let mut queries = Vec::new();
+        let mut running = Vec::new();
+        for dir in &dirs {
+            let topology = rekey_topology(&input, None);
+            let config = topology
+                .configure(TasksConfig {
+                    input_topics: Vec::new(),
+                    stores: Vec::new(),
+                    num_standby_replicas: 1,
+                    ..config(&bootstrap, &app, &input, dir.path())
+                })
+                .expect("configures");
+            let application = Application::new(config).expect("app");
+            queries.push(application.queries());
+            let stop = &stop;
+            running.push(scope.spawn(move || application.run_topology(stop, topology)));
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut standby_reads = 0;
+        // Until every word reads its count on both instances, once from a standby copy.
+        while Instant::now() < deadline && running.iter().all(|r| !r.is_finished()) {
+            standby_reads = 0;
+            let mut exact = true;
+            for (word, &n) in &expected {
+                for handle in &queries {
+                    match handle.get("counts", word.as_bytes(), ReadFrom::ActiveOrStandby) {
+                        Ok(read) if read.value.as_deref().map(decode) == Some(n) => {
+                            standby_reads += usize::from(read.source != ReadSource::Active);
+                        }
+                        _ => exact = false,
+                    }
+                }
+            }
+            if exact && standby_reads == expected.len() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(500));
+        }
+        // The copies' directories, while both instances hold them.
+        let copies: Vec<String> = dirs
+            .iter()
+            .flat_map(|dir| std::fs::read_dir(dir.path().join(&app)).expect("state dir"))
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.contains('_'))
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        for run in running {
+            run.join().expect("run").expect("runs");
+        }
+        (standby_reads, copies)
+    });
+    assert_eq!(
+        standby_reads,
+        expected.len(),
+        "each word read from a standby copy on one instance"
+    );
+    // Each instance holds its own tasks 1_<p> and copies of the other's.
+    let counting = copies.iter().filter(|name| name.starts_with("1_")).count();
+    assert_eq!(counting, 8, "task directories {copies:?}");
 }
 
 /// A repartition topic that exists with another partition count than the inputs' is a clear

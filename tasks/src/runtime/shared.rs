@@ -219,6 +219,14 @@ impl Shared {
             .map_or(&[], |shape| shape.topics.as_slice())
     }
 
+    /// Whether task `id` holds a logged store: one a standby copy can keep.
+    pub(crate) fn logs_state(&self, id: TaskId) -> bool {
+        self.shapes
+            .iter()
+            .find(|shape| shape.id == id.subtopology)
+            .is_some_and(|shape| shape.stores.iter().any(|spec| spec.logging))
+    }
+
     /// The tasks of partition `partition`, one per sub-topology.
     pub(crate) fn tasks_of_partition(&self, partition: u32) -> impl Iterator<Item = TaskId> + '_ {
         self.shapes

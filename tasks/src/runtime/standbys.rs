@@ -142,6 +142,7 @@ impl Updater {
         let wanted: BTreeSet<TaskId> = standby_tasks(&view.members, &shared.client_id, replicas)
             .into_iter()
             .flat_map(|partition| shared.tasks_of_partition(partition))
+            .filter(|&id| shared.logs_state(id))
             .collect();
         for slot in self.place(&wanted) {
             if self.stopping() {
