@@ -324,15 +324,7 @@ class Harness:
                           lambda: kafka.lag(app, topic) == 0, 3600, every=0.1)
             done = instance.sample()
         instance.stop()
-        seconds = (done["ms"] - first["ms"]) / 1000
-        result = {
-            "records": records,
-            "records_per_s": records / max(seconds, 1e-3),
-            "instance_cpu_us_per_record": (done["cpu"] - first["cpu"]) * 1e6 / records,
-            "broker_cpu_us_per_record": ((done["broker_cpu"] - first["broker_cpu"]) * 1e6 / records
-                                         if a.broker_pid else None),
-            "peak_rss_mib": done["rss_mib"],
-        }
+        result = self.rates(first, done, records)
         progress(f"{name}: {result['records_per_s']:,.0f} records/s, "
                  f"{result['instance_cpu_us_per_record']:.2f} µs CPU per record, "
                  f"peak RSS {result['peak_rss_mib']:.0f} MiB")
@@ -361,6 +353,19 @@ class Harness:
         shutil.rmtree(state, ignore_errors=True)
         return result
 
+    def rates(self, first: dict, end: dict, records: int) -> dict:
+        """Records/s, the instance's and the broker's CPU per record and the peak RSS between
+        two samples of an instance."""
+        seconds = (end["ms"] - first["ms"]) / 1000
+        return {
+            "records": records,
+            "records_per_s": records / max(seconds, 1e-3),
+            "instance_cpu_us_per_record": (end["cpu"] - first["cpu"]) * 1e6 / records,
+            "broker_cpu_us_per_record": ((end["broker_cpu"] - first["broker_cpu"]) * 1e6 / records
+                                         if self.args.broker_pid else None),
+            "peak_rss_mib": end["rss_mib"],
+        }
+
     def rekey(self, variant: dict, topic: str) -> dict:
         """Counts the words of the unkeyed lines of `topic` from the start, re-keyed."""
         kafka = self.kafka
@@ -386,16 +391,7 @@ class Harness:
         end = instance.sample()
         instance.stop()
         shutil.rmtree(state, ignore_errors=True)
-        seconds = (end["ms"] - first["ms"]) / 1000
-        result = {
-            "records": words,
-            "records_per_s": words / max(seconds, 1e-3),
-            "instance_cpu_us_per_record": (end["cpu"] - first["cpu"]) * 1e6 / words,
-            "broker_cpu_us_per_record": ((end["broker_cpu"] - first["broker_cpu"]) * 1e6 / words
-                                         if self.args.broker_pid else None),
-            "peak_rss_mib": end["rss_mib"],
-            "outputs": kafka.records(output),
-        }
+        result = {**self.rates(first, end, words), "outputs": kafka.records(output)}
         progress(f"{name}: {result['records_per_s']:,.0f} words/s, "
                  f"{result['instance_cpu_us_per_record']:.2f} µs CPU per word, "
                  f"{result['outputs']:,} output offsets")

@@ -933,19 +933,7 @@ fn a_repartition_topic_with_another_partition_count_is_an_error() {
     let (app, input) = (unique("rekey-count"), unique("rekey-count-in"));
     create_topic(&bootstrap, &input, 4);
     create_topic(&bootstrap, &format!("{app}-words-repartition"), 3);
-    let mut builder = TopologyBuilder::new();
-    builder
-        .add_source::<String, String, Utf8, Utf8>("lines", [input.as_str()])
-        .add_processor("split", || Split, ["lines"])
-        .add_sink::<String, String, Utf8, Utf8>(
-            "to-words",
-            TopicName::repartition("words"),
-            ["split"],
-        )
-        .add_source::<String, String, Utf8, Utf8>("words", [TopicName::repartition("words")])
-        .add_processor("count", || Count, ["words"])
-        .add_store(StoreSpec::new("counts", "memory"), ["count"]);
-    let topology = builder.build().expect("builds");
+    let topology = rekey_topology(&input, None);
     let dir = tempfile::tempdir().expect("dir");
     let config = topology
         .configure(TasksConfig {
