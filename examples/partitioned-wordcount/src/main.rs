@@ -11,6 +11,10 @@
 //! partitioned-wordcount expected --lines 100000                # what they must equal
 //! ```
 //!
+//! `produce --unkeyed-lines` writes each line as one record with no key, and `run --rekey`
+//! counts them as a topology that splits the lines and re-keys the words through a
+//! repartition topic (see the `rekey` module).
+//!
 //! With `run --serve 127.0.0.1:8081`, an instance answers `GET /count/<word>` for any word,
 //! forwarding to the instance that owns it (see the `serve` module). Words are partitioned
 //! with Kafka's default, murmur2, by the producer (`produce --partitioner`) and by the
@@ -18,6 +22,7 @@
 
 mod client;
 mod local;
+mod rekey;
 mod serve;
 mod text;
 
@@ -39,8 +44,8 @@ use statestore_changelog::{
 };
 use statestore_tasks::{
     Application, AssignmentStrategy, KeyPartitioner, POSITION_KEY, ProcessingGuarantee,
-    ProcessorContext, ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TasksConfig,
-    parse_property,
+    ProcessorContext, ProcessorPool, StoreHandle, StoreSpec, TaskEventKind, TaskKv, TaskStore,
+    TasksConfig, parse_property,
 };
 use store_api::{BatchOp, Error, Result};
 
@@ -83,6 +88,11 @@ enum Command {
         /// state of one key per record, for failover and restore measurements.
         #[arg(long)]
         distinct_keys: bool,
+        /// Instead of one record per word, write each line as one record with no key (its
+        /// words separated by spaces), line `n` to partition `n % partitions`: the input of
+        /// `run --rekey`.
+        #[arg(long, conflicts_with = "distinct_keys")]
+        unkeyed_lines: bool,
         /// How keys are partitioned: murmur2 (Kafka's Java default) or crc32 (librdkafka's).
         #[arg(long, default_value = "murmur2", value_parser = parse_partitioner)]
         partitioner: KeyPartitioner,
@@ -188,6 +198,12 @@ enum Command {
         /// the first batch, then close (throughput measurements, see `throughput.sh`).
         #[arg(long)]
         stop_after_records: Option<u64>,
+        /// Count unkeyed lines (`produce --unkeyed-lines`) as a topology that re-keys the
+        /// words through repartition topic `words-by-word`; with `--output-topic`, each
+        /// word's new count goes there (8 bytes, big-endian). `--serve` and `--work-us` are
+        /// not offered in this mode.
+        #[arg(long, conflicts_with_all = ["serve", "work_us"])]
+        rekey: bool,
         #[command(flatten)]
         client: ClientArgs,
         /// Snapshots of every store in an object store, `file:///absolute/dir` or
@@ -272,16 +288,24 @@ fn run(command: Command) -> Result<()> {
             lines,
             seed,
             distinct_keys,
+            unkeyed_lines,
             partitioner,
             client,
-        } => produce(
-            (&bootstrap, &client.properties()?),
-            &topic,
-            partitions,
-            from..lines,
-            (seed, distinct_keys),
-            partitioner,
-        ),
+        } => {
+            let shape = match (distinct_keys, unkeyed_lines) {
+                (true, _) => Shape::DistinctKeys,
+                (_, true) => Shape::UnkeyedLines,
+                _ => Shape::Words,
+            };
+            produce(
+                (&bootstrap, &client.properties()?),
+                &topic,
+                partitions,
+                from..lines,
+                (seed, shape),
+                partitioner,
+            )
+        }
         Command::Run {
             bootstrap,
             topic,
@@ -314,6 +338,7 @@ fn run(command: Command) -> Result<()> {
             checkpoint_every_commit,
             transaction_timeout_ms,
             stop_after_records,
+            rekey,
             client,
             snapshot_url,
             snapshot_every_commits,
@@ -390,6 +415,13 @@ fn run(command: Command) -> Result<()> {
                 application_server: advertise.or_else(|| Some(server.as_ref()?.1.clone())),
                 ..config
             };
+            if rekey {
+                return rekeyed(
+                    config,
+                    (stop_on_stdin_eof, stop_after_records),
+                    output_topic,
+                );
+            }
             let work = Duration::from_micros(work_us);
             instance(
                 config,
@@ -469,12 +501,23 @@ fn key_of<'w>(store: &str, word: &'w str) -> &'w str {
     }
 }
 
+/// What `produce` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// One record per word, keyed by the word.
+    Words,
+    /// One record per line, keyed `k<line>`.
+    DistinctKeys,
+    /// One record per line with no key, its words as the value.
+    UnkeyedLines,
+}
+
 fn produce(
     (bootstrap, properties): (&str, &BTreeMap<String, String>),
     topic: &str,
     partitions: i32,
     lines: std::ops::Range<u64>,
-    (seed, distinct_keys): (u64, bool),
+    (seed, shape): (u64, Shape),
     partitioner: KeyPartitioner,
 ) -> Result<()> {
     statestore_tasks::create_topic_with(bootstrap, properties, topic, partitions)?;
@@ -491,9 +534,21 @@ fn produce(
         .create()
         .map_err(|err| Error::backend("kafka", err))?;
     let mut records = 0u64;
+    let spread = u64::from(partitions.max(1).unsigned_abs());
     for line in lines.clone() {
+        if shape == Shape::UnkeyedLines {
+            let text = text::line(seed, line).join(" ");
+            let partition =
+                i32::try_from(line % spread).map_err(|err| Error::invalid(err.to_string()))?;
+            let record = BaseRecord::<str, str>::to(topic)
+                .payload(&text)
+                .partition(partition);
+            send(&producer, record);
+            records += 1;
+            continue;
+        }
         let distinct = [format!("k{line}")];
-        let words: Vec<&str> = if distinct_keys {
+        let words: Vec<&str> = if shape == Shape::DistinctKeys {
             distinct.iter().map(String::as_str).collect()
         } else {
             text::line(seed, line)
@@ -501,16 +556,10 @@ fn produce(
         for word in words {
             // Keyed by word, so the partitioner sends a word to one partition always, as a
             // repartition by word would.
-            let mut record = BaseRecord::<str, str>::to(topic).key(word).payload(word);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((_, back)) => {
-                        producer.poll(Duration::from_millis(5));
-                        record = back;
-                    }
-                }
-            }
+            send(
+                &producer,
+                BaseRecord::<str, str>::to(topic).key(word).payload(word),
+            );
             records += 1;
         }
     }
@@ -522,6 +571,14 @@ fn produce(
         lines.start, lines.end
     );
     Ok(())
+}
+
+/// Queues `record`, serving delivery reports while the producer's queue is full.
+fn send(producer: &BaseProducer, mut record: BaseRecord<'_, str, str>) {
+    while let Err((_, back)) = producer.send(record) {
+        producer.poll(Duration::from_millis(5));
+        record = back;
+    }
 }
 
 /// `murmur2` or `crc32`.
@@ -570,18 +627,66 @@ fn parse_stall(text: &str) -> std::result::Result<(u64, u64), String> {
 /// Counts a record's word in both stores, reached through their handles (`stores`, in the
 /// order of [`STORES`]).
 fn count(ctx: &mut ProcessorContext<'_>, stores: &[StoreHandle<TaskKv>]) -> Result<()> {
-    fail::fail_point!("process-record");
     let word = String::from_utf8_lossy(ctx.key().unwrap_or_default());
+    count_word(&word, stores.iter().map(|handle| ctx.store_of(handle)))?;
+    Ok(())
+}
+
+/// Counts `word` once more in each of `stores` (those of [`STORES`], in its order) and
+/// returns its new count in the first.
+fn count_word<'s>(
+    word: &str,
+    stores: impl IntoIterator<Item = Result<TaskStore<'s>>>,
+) -> Result<u64> {
+    fail::fail_point!("process-record");
+    let mut first = None;
     for (store, handle) in STORES.iter().zip(stores) {
-        let key = key_of(store, &word);
-        let handle = ctx.store_of(handle)?;
+        let (key, handle) = (key_of(store, word), handle?);
         let count = match handle.get(key.as_bytes())? {
             Some(bytes) => decode(&bytes)?,
             None => 0,
-        };
-        handle.put(key.as_bytes(), &(count + 1).to_be_bytes())?;
+        } + 1;
+        handle.put(key.as_bytes(), &count.to_be_bytes())?;
+        first.get_or_insert(count);
     }
-    Ok(())
+    Ok(first.unwrap_or(0))
+}
+
+/// A flag set when stdin reaches its end (with `on_stdin_eof`), never otherwise.
+fn stop_flag(on_stdin_eof: bool) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    if on_stdin_eof {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    stop
+}
+
+/// `run --rekey`: the re-keyed count (see the `rekey` module), stopped as `instance` is.
+fn rekeyed(
+    config: TasksConfig,
+    (stop_on_stdin_eof, stop_after_records): (bool, Option<u64>),
+    output_topic: Option<String>,
+) -> Result<()> {
+    let stop = stop_flag(stop_on_stdin_eof);
+    let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if let Some(target) = stop_after_records {
+        // The words counted stand for the records processed: the topology runs the poll
+        // loop, so a thread of its own watches them.
+        let (stop, counted) = (Arc::clone(&stop), Arc::clone(&counted));
+        std::thread::spawn(move || {
+            let mut rate = Rate::watching(target);
+            while !rate.reached(counted.load(Ordering::Relaxed)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    rekey::run(config, output_topic.as_deref(), &stop, &counted)
 }
 
 fn instance(
@@ -590,15 +695,7 @@ fn instance(
     server: Option<tiny_http::Server>,
     (work, output_topic): (Duration, Option<String>),
 ) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    if stop_on_stdin_eof {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = std::io::stdin().read_to_end(&mut sink);
-            stop.store(true, Ordering::Relaxed);
-        });
-    }
+    let stop = stop_flag(stop_on_stdin_eof);
     let handles = STORES
         .iter()
         .map(|name| StoreHandle::new(&config, name))
@@ -675,6 +772,8 @@ fn instance(
 /// polling thread spent that time.
 struct Rate {
     target: u64,
+    /// Whether the calling thread is the polling thread, whose scheduler times are reported.
+    polling: bool,
     /// Records processed, the time, the process's CPU time and the polling thread's
     /// scheduler times at the end of the first batch.
     first: Option<(u64, Instant, Duration, [u64; 2])>,
@@ -684,7 +783,16 @@ impl Rate {
     fn new(target: u64) -> Rate {
         Rate {
             target,
+            polling: true,
             first: None,
+        }
+    }
+
+    /// A rate read on a thread that does not poll: no scheduler times.
+    fn watching(target: u64) -> Rate {
+        Rate {
+            polling: false,
+            ..Rate::new(target)
         }
     }
 
@@ -706,15 +814,22 @@ impl Rate {
         let [running, waiting] = thread_sched();
         let share = |ns: u64| ns as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
         let (running, waiting) = (share(running - sched[0]), share(waiting - sched[1]));
+        let polling = if self.polling {
+            format!(
+                "polling thread {running:.0}% running, {waiting:.0}% waiting for a CPU, {:.0}% \
+                 asleep; ",
+                (100.0 - running - waiting).max(0.0)
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
             "reached {processed} records: {records} in {} ms, {:.0} records/s, {:.3} us CPU per \
-             record, {:.2} cores; polling thread {running:.0}% running, {waiting:.0}% waiting \
-             for a CPU, {:.0}% asleep; peak RSS {:.0} MiB",
+             record, {:.2} cores; {polling}peak RSS {:.0} MiB",
             elapsed.as_millis(),
             records as f64 / elapsed.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / records.max(1) as f64,
             cpu.as_secs_f64() / elapsed.as_secs_f64(),
-            (100.0 - running - waiting).max(0.0),
             peak_rss_mib()
         );
         true

@@ -10,6 +10,7 @@ mod support;
 use support::instances::{
     Feeder, Instance, PARTITIONS, assert_exact, create_topics, wait_complete, watch,
 };
+use support::outputs::{ends, read_committed, reader};
 use support::{BIN, unique};
 
 use std::collections::BTreeMap;
@@ -17,9 +18,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::Message;
 
 /// The tests run one at a time: each loads the machine's two cores on its own.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -85,68 +84,19 @@ impl Names {
     }
 }
 
-/// The end offset of every partition of `topic`.
-fn ends(consumer: &BaseConsumer, topic: &str) -> Vec<i64> {
-    (0..PARTITIONS)
-        .map(|p| {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .expect("watermarks");
-            high
-        })
-        .collect()
-}
-
-fn reader(bootstrap: &str) -> BaseConsumer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique("eos-reader"))
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("reader")
-}
-
 /// How many outputs each input record `(partition, offset)` has in a `read_committed` read
 /// of the whole output topic.
 fn outputs(bootstrap: &str, topic: &str) -> BTreeMap<(i32, i64), u32> {
-    let consumer = reader(bootstrap);
-    // Under read_committed the end offsets are the last stable offsets.
-    let ends = ends(&consumer, topic);
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .expect("partition");
-    }
-    consumer.assign(&tpl).expect("assign");
     let mut counts = BTreeMap::new();
-    let mut at_end = vec![false; ends.len()];
-    for (p, &end) in ends.iter().enumerate() {
-        at_end[p] = end == 0;
-    }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !at_end.iter().all(|&done| done) {
-        assert!(Instant::now() < deadline, "output topic not read in time");
-        match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(message)) => {
-                let value = std::str::from_utf8(message.payload().expect("value")).expect("utf-8");
-                let (partition, offset) = value.split_once(':').expect("partition:offset");
-                let input = (
-                    partition.parse().expect("partition"),
-                    offset.parse().expect("offset"),
-                );
-                *counts.entry(input).or_insert(0) += 1;
-                let p = usize::try_from(message.partition()).expect("partition");
-                at_end[p] |= message.offset() + 1 >= ends[p];
-            }
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                at_end[usize::try_from(p).expect("partition")] = true;
-            }
-            Some(Err(err)) => eprintln!("reading outputs: {err}"),
-            None => {}
-        }
-    }
+    read_committed(bootstrap, topic, |message| {
+        let value = std::str::from_utf8(message.payload().expect("value")).expect("utf-8");
+        let (partition, offset) = value.split_once(':').expect("partition:offset");
+        let input = (
+            partition.parse().expect("partition"),
+            offset.parse().expect("offset"),
+        );
+        *counts.entry(input).or_insert(0) += 1;
+    });
     counts
 }
 

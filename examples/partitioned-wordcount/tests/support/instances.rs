@@ -247,6 +247,13 @@ pub struct Feeder {
 
 impl Feeder {
     pub fn start(bootstrap: &str, topic: &str) -> Feeder {
+        Feeder::start_with(bootstrap, topic, &[])
+    }
+
+    /// As [`start`](Feeder::start), with `extra` arguments to `produce` (e.g.
+    /// `--unkeyed-lines`).
+    pub fn start_with(bootstrap: &str, topic: &str, extra: &[&str]) -> Feeder {
+        let extra: Vec<String> = extra.iter().map(|&arg| arg.to_owned()).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let produced = Arc::new(AtomicU64::new(0));
         let thread = {
@@ -258,19 +265,22 @@ impl Feeder {
                     let (start, end) = (from.to_string(), (from + ROUND).to_string());
                     // With a broker down the producer retries; a round that fails fails the
                     // test through `stop`'s join.
-                    output(&[
+                    let partitions = PARTITIONS.to_string();
+                    let mut args = vec![
                         "produce",
                         "--bootstrap",
                         &bootstrap,
                         "--topic",
                         &topic,
                         "--partitions",
-                        &PARTITIONS.to_string(),
+                        &partitions,
                         "--from",
                         &start,
                         "--lines",
                         &end,
-                    ]);
+                    ];
+                    args.extend(extra.iter().map(String::as_str));
+                    output(&args);
                     produced.store(from + ROUND, Ordering::Relaxed);
                     std::thread::sleep(Duration::from_millis(300));
                 }

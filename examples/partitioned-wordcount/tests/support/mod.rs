@@ -1,6 +1,7 @@
 //! What the example's process tests share: the binary, unique names, one-shot commands.
 
 pub mod instances;
+pub mod outputs;
 
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
