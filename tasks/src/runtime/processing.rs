@@ -6,7 +6,7 @@
 //! handler's `Continue` or `DeadLetter` lets the task go on from there, without going back to
 //! its last commit.
 
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use statestore_changelog::TaskId;
 use store_api::Error;
 
@@ -16,6 +16,7 @@ use crate::runtime::outputs::Output;
 use crate::runtime::shared::Shared;
 use crate::state::punctuation::{Punctuation, PunctuationType, wall_clock_ms};
 use crate::state::task::Task;
+use crate::state::upstream::{UPSTREAM_HEADER, Upstream, decode_upstream};
 
 /// The task, its input topic index and the offset of `message`, when it is a record of an
 /// input topic.
@@ -102,6 +103,15 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
         task.pass(topic, offset);
         return Ok((false, task.needs_commit()));
     }
+    let upstream = upstream_of(task, topic, message);
+    if let Some(upstream) = &upstream
+        && task.applied_upstream(upstream)
+    {
+        // Sent again by an upstream task replaying its input: applied already.
+        task.metrics.duplicates_dropped.increment(1);
+        task.pass(topic, offset);
+        return Ok((false, task.needs_commit()));
+    }
     task.replay_record(topic, offset);
     let sent = outputs.len();
     task.begin_call();
@@ -124,12 +134,32 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
         return Err(failure(task, stage, Some((record, topic)), failed));
     }
     task.finish_call();
+    if let Some(upstream) = &upstream {
+        task.apply_upstream(upstream);
+    }
     task.pass(topic, offset);
     task.metrics.records.increment(1);
     if let Some(now) = task.stream_time() {
         punctuate(task, outputs, processor, PunctuationType::StreamTime, now)?;
     }
     Ok((true, task.needs_commit()))
+}
+
+/// The upstream a record of `task`'s input `topic` names in its header, when the task checks
+/// them (repartition topics under `at_least_once`, see the `upstream` module).
+fn upstream_of<'m>(
+    task: &Task,
+    topic: usize,
+    message: &'m BorrowedMessage<'_>,
+) -> Option<Upstream<'m>> {
+    if !task.dedups(topic) {
+        return None;
+    }
+    let header = message
+        .headers()?
+        .iter()
+        .find(|header| header.key == UPSTREAM_HEADER)?;
+    decode_upstream(header.value?)
 }
 
 /// Rolls back the failed call of `task`'s processor ([`Task::roll_back_call`]). A task that

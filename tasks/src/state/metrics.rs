@@ -31,6 +31,12 @@ pub const PROCESSOR_FAILURES_TOTAL: &str = "statestore_task_processor_failures_t
 /// instance back to its last commit (a counter).
 pub const FAILURE_ABORTS_TOTAL: &str = "statestore_task_failure_aborts_total";
 
+/// Records of a repartition topic dropped unprocessed under `at_least_once`: their upstream
+/// header names a record at or before the last one the task applied from that upstream task,
+/// so they were sent again by an upstream task replaying its input (a counter).
+pub const REPARTITION_DUPLICATES_DROPPED_TOTAL: &str =
+    "statestore_repartition_duplicates_dropped_total";
+
 /// How long a call of one of the task's punctuators took, in seconds (a histogram).
 pub const PUNCTUATE_SECONDS: &str = "statestore_task_punctuate_seconds";
 /// Records of the global stores' topics applied by their restore, before the tasks started
@@ -48,6 +54,7 @@ pub(crate) struct TaskMetrics {
     pub dead_letters: Counter,
     pub failures: Counter,
     pub failure_aborts: Counter,
+    pub duplicates_dropped: Counter,
     labels: [(&'static str, String); 2],
 }
 
@@ -66,6 +73,7 @@ impl TaskMetrics {
             dead_letters: metrics::counter!(DEAD_LETTER_RECORDS_TOTAL, &labels),
             failures: metrics::counter!(PROCESSOR_FAILURES_TOTAL, &labels),
             failure_aborts: metrics::counter!(FAILURE_ABORTS_TOTAL, &labels),
+            duplicates_dropped: metrics::counter!(REPARTITION_DUPLICATES_DROPPED_TOTAL, &labels),
             labels,
         }
     }

@@ -1,5 +1,6 @@
 //! The state of the tasks: each task's stores ([`kv`], [`stores`]), the input position they
-//! keep with their state ([`position`]), the [`Task`](task::Task) that keeps them consistent
+//! keep with their state ([`position`]) with the marks of the upstream tasks whose
+//! repartition records they applied ([`upstream`]), the [`Task`](task::Task) that keeps them consistent
 //! (its commits, rewinds and closes), its punctuators and metrics, and the global stores'
 //! read side ([`global`]). Nothing here talks to the
 //! consumer group.
@@ -11,3 +12,4 @@ pub(crate) mod position;
 pub(crate) mod punctuation;
 pub(crate) mod stores;
 pub(crate) mod task;
+pub(crate) mod upstream;

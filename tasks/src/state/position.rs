@@ -4,12 +4,17 @@
 use statestore_changelog::EPOCH_KEY;
 use store_api::{Error, KvIter, Result};
 
+use super::upstream::UpstreamMarks;
+
 /// The key under which each store keeps its input position: with one input topic, the next
 /// offset to process (8 bytes, big-endian); with several, the tag `T` and then, for each
 /// topic, its name's length (2 bytes, big-endian), the name and the next offset (8 bytes,
 /// big-endian). Once the task has a stream time, either form is preceded by the tag `S` and
-/// the stream time (8 bytes, big-endian, two's complement). It sorts before any key that does
-/// not start with NUL, and [`TaskStore`](crate::TaskStore) hides it.
+/// the stream time (8 bytes, big-endian, two's complement). A task that drops duplicates
+/// across repartition topics (under `at_least_once`) precedes all that, once it has applied a
+/// record from an upstream task, with the tag `U` and the last (offset, index) it applied from
+/// each upstream task and input topic (see the `upstream` module). It sorts before any key
+/// that does not start with NUL, and [`TaskStore`](crate::TaskStore) hides it.
 pub const POSITION_KEY: &[u8] = b"\0statestore.task.position";
 
 /// The first byte of a position that names its topics.
@@ -18,28 +23,64 @@ const NAMED_POSITIONS: u8 = b'T';
 /// The first byte of a position preceded by the task's stream time.
 const WITH_STREAM_TIME: u8 = b'S';
 
-/// The bytes of `position` and `stream_time`, as [`POSITION_KEY`] holds them.
-pub(crate) fn encode_task_position(
+/// The first byte of a position preceded by the marks of the upstream tasks.
+const WITH_UPSTREAMS: u8 = b'U';
+
+/// The bytes of `position`, `stream_time` and `upstreams`, as [`POSITION_KEY`] holds them:
+/// without marks, the bytes versions before them wrote.
+pub(crate) fn encode_task_state(
     topics: &[String],
     position: &[u64],
     stream_time: Option<i64>,
+    upstreams: &UpstreamMarks,
 ) -> Vec<u8> {
-    let Some(time) = stream_time else {
-        return encode_position(topics, position);
-    };
-    let mut bytes = vec![WITH_STREAM_TIME];
-    bytes.extend_from_slice(&time.to_be_bytes());
+    let mut bytes = Vec::new();
+    if !upstreams.is_empty() {
+        bytes.push(WITH_UPSTREAMS);
+        upstreams.encode(&mut bytes);
+    }
+    if let Some(time) = stream_time {
+        bytes.push(WITH_STREAM_TIME);
+        bytes.extend_from_slice(&time.to_be_bytes());
+    }
     bytes.extend_from_slice(&encode_position(topics, position));
     bytes
 }
 
+/// [`decode_task_position`], with the upstream marks (none in bytes written without them).
+///
+/// # Errors
+/// As [`decode_task_position`].
+pub(crate) fn decode_task_state(
+    bytes: &[u8],
+    topics: &[String],
+) -> Result<(Vec<u64>, Option<i64>, UpstreamMarks)> {
+    // An 8-byte value is a one-topic position, whatever its first byte.
+    if bytes.len() != 8
+        && let Some((&WITH_UPSTREAMS, rest)) = bytes.split_first()
+    {
+        let (marks, rest) = UpstreamMarks::decode(rest)?;
+        let (position, time) = decode_task_position(rest, topics)?;
+        return Ok((position, time, marks));
+    }
+    let (position, time) = decode_task_position(bytes, topics)?;
+    Ok((position, time, UpstreamMarks::default()))
+}
+
 /// The input position of each of `topics` (0 for a topic it names none for) and the stream
-/// time held in `bytes`, a value of [`POSITION_KEY`]: for tools that read a task's changelog.
+/// time held in `bytes`, a value of [`POSITION_KEY`]: for tools that read a task's changelog
+/// (upstream marks, if any, are skipped).
 ///
 /// # Errors
 /// `Corruption` for bytes that cannot be decoded; `InvalidArgument` for a one-topic position
 /// under several `topics` (which topic it belongs to is not recorded).
 pub fn decode_task_position(bytes: &[u8], topics: &[String]) -> Result<(Vec<u64>, Option<i64>)> {
+    if bytes.len() != 8
+        && let Some((&WITH_UPSTREAMS, rest)) = bytes.split_first()
+    {
+        let (_, rest) = UpstreamMarks::decode(rest)?;
+        return decode_task_position(rest, topics);
+    }
     // An 8-byte value is a one-topic position, whatever its first byte.
     if bytes.len() != 8
         && let Some((&WITH_STREAM_TIME, rest)) = bytes.split_first()
@@ -142,7 +183,15 @@ pub(crate) fn hide_reserved(iter: KvIter) -> KvIter {
 
 #[cfg(test)]
 mod tests {
-    use super::{decode_position, decode_task_position, encode_position, encode_task_position};
+    use super::{
+        decode_position, decode_task_position, decode_task_state, encode_position,
+        encode_task_state,
+    };
+    use crate::state::upstream::{UpstreamMarks, decode_upstream, encode_upstream};
+
+    fn encode_task_position(topics: &[String], position: &[u64], time: Option<i64>) -> Vec<u8> {
+        encode_task_state(topics, position, time, &UpstreamMarks::default())
+    }
 
     use store_api::ErrorKind;
 
@@ -207,6 +256,40 @@ mod tests {
         );
         let err = decode_task_position(b"S1234", &one).expect_err("cut stream time");
         assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+    }
+
+    #[test]
+    fn upstream_marks_ride_with_the_position_and_leave_the_old_forms_alone() {
+        let mut marks = UpstreamMarks::default();
+        let header = encode_upstream("0_2", 0, 77, 3);
+        marks.apply(&decode_upstream(&header).expect("decodes"));
+        for names in [&["in"][..], &["clicks", "views-repartition"][..]] {
+            let topics = topics(names);
+            let position: Vec<u64> = (0..names.len() as u64).map(|i| 40 + i).collect();
+            for time in [None, Some(-5), Some(1_800_000_000_000)] {
+                let old = encode_task_position(&topics, &position, time);
+                let none = encode_task_state(&topics, &position, time, &UpstreamMarks::default());
+                assert_eq!(none, old, "no marks: the bytes of before");
+                assert_eq!(
+                    decode_task_state(&old, &topics).expect("decode"),
+                    (position.clone(), time, UpstreamMarks::default()),
+                    "bytes of before decode without marks"
+                );
+                let bytes = encode_task_state(&topics, &position, time, &marks);
+                assert_eq!(bytes[0], b'U');
+                assert_eq!(
+                    decode_task_state(&bytes, &topics).expect("decode"),
+                    (position.clone(), time, marks.clone())
+                );
+                assert_eq!(
+                    decode_task_position(&bytes, &topics).expect("decode"),
+                    (position.clone(), time),
+                    "tools reading positions skip the marks"
+                );
+                let err = decode_task_state(&bytes[..12], &topics).expect_err("cut");
+                assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+            }
+        }
     }
 
     #[test]

@@ -40,10 +40,11 @@ use store_api::{Error, KeyValueStore, Result};
 
 use super::kv::{Backing, TaskKv};
 use super::metrics::TaskMetrics;
-use super::position::{POSITION_KEY, decode_task_position, encode_task_position};
+use super::position::{POSITION_KEY, decode_task_state, encode_task_state};
 use super::punctuation::Punctuators;
 use super::stores::{OpenStore, StoreView};
-use crate::config::{StoreKind, StoreSpec, TasksConfig};
+use super::upstream::{Upstream, UpstreamMarks};
+use crate::config::{ProcessingGuarantee, StoreKind, StoreSpec, TasksConfig};
 use crate::runtime::outputs::OutputRecord;
 
 /// Records an error handler said to skip, by (topic index, offset), each with the dead letter
@@ -76,6 +77,8 @@ pub(crate) struct Slot {
     pub position: Vec<u64>,
     /// The stream time this store's committed content holds.
     pub stream_time: Option<i64>,
+    /// The last record applied from each upstream task this store's committed content holds.
+    upstreams: UpstreamMarks,
     pub restored: RestoreOutcome,
     /// The kind the store was declared as: its view is opened again after a rewind.
     kind: StoreKind,
@@ -101,10 +104,19 @@ pub(crate) struct Task {
     committed_offset: Vec<Option<u64>>,
     /// The largest record timestamp processed (or committed before).
     stream_time: Option<i64>,
-    /// Where a [`rewind`](Task::rewind) takes the task back to: the offsets and stream time of
-    /// its last commit, or those it started processing at.
+    /// Where a [`rewind`](Task::rewind) takes the task back to: the offsets, stream time and
+    /// upstream marks of its last commit, or those it started processing at.
     base_offset: Vec<Option<u64>>,
     base_stream_time: Option<i64>,
+    base_upstreams: UpstreamMarks,
+    /// The last record applied from each upstream task, by repartition topics' headers.
+    upstreams: UpstreamMarks,
+    /// For each input topic, whether its records' upstream headers are checked: repartition
+    /// topics under `at_least_once`.
+    dedups: Vec<bool>,
+    /// Whether records sent to repartition topics carry upstream headers: under
+    /// `at_least_once` (under `exactly_once_v2` transactions make them exactly once).
+    stamps: bool,
     /// Records an error handler said to skip: passed over without the processor when they
     /// come again, until a commit moves the position past them.
     skips: Skips,
@@ -175,6 +187,21 @@ impl Task {
             })
             .collect();
         let stream_time = slots.iter().filter_map(|slot| slot.stream_time).max();
+        // What every store surely applied: a store ahead drops the writes of what is replayed.
+        let upstreams = slots
+            .iter()
+            .filter(|slot| slot.logged().is_some())
+            .map(|slot| &slot.upstreams)
+            .fold(None, |met: Option<UpstreamMarks>, marks| {
+                Some(met.map_or_else(|| marks.clone(), |met| met.meet(marks)))
+            })
+            .unwrap_or_default();
+        let at_least_once = config.processing_guarantee == ProcessingGuarantee::AtLeastOnce;
+        let dedups = shape
+            .topics
+            .iter()
+            .map(|topic| at_least_once && config.repartition_topics.contains(topic))
+            .collect();
         let metrics = TaskMetrics::new(&config.application_id, id);
         for slot in &slots {
             metrics.restored(&slot.name, slot.restored.records);
@@ -188,6 +215,10 @@ impl Task {
             committed_offset: resume.clone(),
             base_offset: resume,
             base_stream_time: stream_time,
+            base_upstreams: upstreams.clone(),
+            upstreams,
+            dedups,
+            stamps: at_least_once && !config.repartition_topics.is_empty(),
             skips: Skips::new(),
             stream_time,
             punctuators: RefCell::new(Punctuators::default()),
@@ -233,6 +264,27 @@ impl Task {
                     .any(|(&held, next)| next.unwrap_or(0) < held);
             slot.open.kv.set_replaying(ahead);
         }
+    }
+
+    /// Whether records of input `topic` are checked for an upstream header (see the
+    /// `upstream` module).
+    pub fn dedups(&self, topic: usize) -> bool {
+        self.dedups.get(topic).copied().unwrap_or(false)
+    }
+
+    /// Whether the records this task sends to repartition topics carry upstream headers.
+    pub fn stamps_repartition_records(&self) -> bool {
+        self.stamps
+    }
+
+    /// Whether the record from `upstream` was applied already: it is to be dropped.
+    pub fn applied_upstream(&self, upstream: &Upstream<'_>) -> bool {
+        self.upstreams.applied(upstream)
+    }
+
+    /// Records that the record from `upstream` was applied (its call finished).
+    pub fn apply_upstream(&mut self, upstream: &Upstream<'_>) {
+        self.upstreams.apply(upstream);
     }
 
     /// The largest record timestamp the task processed (or committed before).
@@ -394,6 +446,7 @@ impl Task {
         }
         self.next_offset.clone_from(&self.base_offset);
         self.stream_time = self.base_stream_time;
+        self.upstreams.clone_from(&self.base_upstreams);
         self.punctuated = false;
         self.poisoned = false;
         self.rolled_back = false;
@@ -525,14 +578,21 @@ impl Task {
                 .map(|(&held, next)| held.max(next.unwrap_or(0)))
                 .collect();
             let stream_time = slot.stream_time.max(self.stream_time);
-            if position != slot.position || stream_time != slot.stream_time {
-                let bytes = encode_task_position(&self.topics, &position, stream_time);
+            // A store ahead (after a crash between two stores' commits) may hold later marks:
+            // the task's are what every store surely applied, which is what matters.
+            let upstreams = &self.upstreams;
+            if position != slot.position
+                || stream_time != slot.stream_time
+                || *upstreams != slot.upstreams
+            {
+                let bytes = encode_task_state(&self.topics, &position, stream_time, upstreams);
                 store.put(POSITION_KEY, &bytes)?;
             }
             // The task's checkpoint file is written once, after every store committed.
             commit(store)?;
             slot.position = position;
             slot.stream_time = stream_time;
+            slot.upstreams.clone_from(upstreams);
             if index + 1 < stores {
                 fail::fail_point!("task-between-store-commits");
             }
@@ -547,6 +607,7 @@ impl Task {
         self.committed_offset.clone_from(&self.next_offset);
         self.base_offset.clone_from(&self.next_offset);
         self.base_stream_time = self.stream_time;
+        self.base_upstreams.clone_from(&self.upstreams);
         let next = &self.next_offset;
         let mut letters = 0;
         self.skips.retain(|&(topic, offset), letter| {
@@ -607,8 +668,11 @@ impl Task {
                 continue;
             };
             gate.fence(self.id, &mut || store.fence())?;
-            let (position, stream_time) = read_position(store, &self.topics)?;
-            if position != slot.position || stream_time != slot.stream_time {
+            let (position, stream_time, upstreams) = read_position(store, &self.topics)?;
+            if position != slot.position
+                || stream_time != slot.stream_time
+                || upstreams != slot.upstreams
+            {
                 return Ok(false);
             }
             slot.restored = RestoreOutcome::default();
@@ -681,7 +745,7 @@ fn open_slot(
 ) -> Result<Slot> {
     let factory = statestore::resolve(&spec.backend)?;
     let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
-    let (backing, position, stream_time, restored) = if spec.logging {
+    let (backing, (position, stream_time, upstreams), restored) = if spec.logging {
         let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
         let checkpoint = Arc::clone(dir.checkpoint());
         // The task alone decides when its stores commit: at a record boundary, with its
@@ -709,18 +773,14 @@ fn open_slot(
         };
         // From here on nothing a previous owner of the task appends counts.
         opening.gate.fence(id, &mut || store.fence())?;
-        let (position, stream_time) = read_position(&store, topics)?;
+        let held = read_position(&store, topics)?;
         let restored = store.restored();
-        (
-            Backing::Logged(Box::new(store)),
-            position,
-            stream_time,
-            restored,
-        )
+        (Backing::Logged(Box::new(store)), held, restored)
     } else {
         // Nothing to restore from: the store is whatever this machine kept.
         let restored = RestoreOutcome::default();
-        (Backing::Local(inner), vec![0; topics.len()], None, restored)
+        let held = (vec![0; topics.len()], None, UpstreamMarks::default());
+        (Backing::Local(inner), held, restored)
     };
     let kv = Arc::new(TaskKv::new(spec.name.clone(), backing));
     let view = StoreView::open(&kv, &spec.kind)?;
@@ -729,6 +789,7 @@ fn open_slot(
         open: OpenStore { kv, view },
         position,
         stream_time,
+        upstreams,
         restored,
         kind: spec.kind,
     })
@@ -739,10 +800,13 @@ fn open_slot(
 /// # Errors
 /// `Corruption` for a position that cannot be decoded; `InvalidArgument` for a one-topic
 /// position under several input topics: which topic it belongs to is not recorded.
-fn read_position(store: &LoggedStore, topics: &[String]) -> Result<(Vec<u64>, Option<i64>)> {
+fn read_position(
+    store: &LoggedStore,
+    topics: &[String],
+) -> Result<(Vec<u64>, Option<i64>, UpstreamMarks)> {
     match store.get(POSITION_KEY)? {
-        None => Ok((vec![0; topics.len()], None)),
-        Some(bytes) => decode_task_position(&bytes, topics).map_err(|err| match err {
+        None => Ok((vec![0; topics.len()], None, UpstreamMarks::default())),
+        Some(bytes) => decode_task_state(&bytes, topics).map_err(|err| match err {
             Error::Corruption(why) => Error::Corruption(format!("store {store:?}: {why}")),
             Error::InvalidArgument(why) => {
                 Error::InvalidArgument(format!("store {store:?}: {why}"))

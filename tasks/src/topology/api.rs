@@ -185,6 +185,9 @@ pub(crate) trait Dispatch {
     fn deliver(&self, child: usize, record: Box<dyn Any>) -> Result<()>;
     /// Calls the child named `child` with `record`.
     fn deliver_to(&self, child: &str, record: Box<dyn Any>) -> Result<()>;
+    /// The index of the next record sent to `topic` among those the input record under
+    /// way sent there (0, 1, 2, ...; counted anew for each input record).
+    fn next_output_index(&self, topic: &str) -> u32;
 }
 
 /// Passes `record` to every child of `link`'s node in order, cloned for all but the last.

@@ -99,6 +99,16 @@ impl Dispatch for Link<'_> {
         self.graph
             .call(self.to(child), |node, link| node.process(link, record))
     }
+
+    fn next_output_index(&self, topic: &str) -> u32 {
+        let mut sent = self.graph.sent.borrow_mut();
+        let Some((_, count)) = sent.iter_mut().find(|(t, _)| t.as_str() == topic) else {
+            sent.push((topic.to_owned(), 1));
+            return 0;
+        };
+        *count += 1;
+        *count - 1
+    }
 }
 
 /// One task's instance of a topology: the task's [`Processor`](crate::Processor).
@@ -114,6 +124,8 @@ pub(crate) struct TaskGraph {
     punctuators: RefCell<HashMap<PunctuatorId, usize>>,
     /// The first failure of the call under way: the call fails even if a parent went on.
     failure: RefCell<Option<String>>,
+    /// The records the input record under way sent to each repartition topic, so far.
+    sent: RefCell<Vec<(String, u32)>>,
 }
 
 impl TaskGraph {
@@ -156,6 +168,7 @@ impl TaskGraph {
             sources,
             punctuators: RefCell::new(HashMap::new()),
             failure: RefCell::new(None),
+            sent: RefCell::new(Vec::new()),
         }
     }
 
@@ -232,6 +245,7 @@ impl crate::Processor for TaskGraph {
 
     fn process(&mut self, ctx: &mut ProcessorContext<'_>) -> Result<()> {
         self.failure.borrow_mut().take();
+        self.sent.borrow_mut().clear();
         let Some(&source) = self.sources.get(ctx.topic()) else {
             return Err(Error::invalid(format!(
                 "no source of this task reads topic {:?}",

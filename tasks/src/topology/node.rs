@@ -11,6 +11,7 @@ use store_api::{Error, Result};
 use crate::processor::ProcessorContext;
 use crate::runtime::outputs::OutputRecord;
 use crate::state::punctuation::Punctuation;
+use crate::state::upstream::{RESERVED_HEADER_PREFIX, UPSTREAM_HEADER, encode_upstream};
 use crate::topology::api::{Context, Dispatch, Processor, Record, forward_all};
 use crate::topology::topic::TopicName;
 
@@ -43,8 +44,10 @@ where
             key,
             value,
             timestamp: ctx.timestamp().unwrap_or(-1),
+            // statestore's own (a repartition record's upstream) stay at the source.
             headers: ctx
                 .headers()
+                .filter(|(name, _)| !name.starts_with(RESERVED_HEADER_PREFIX))
                 .map(|(name, value)| (name.to_owned(), value.map(<[u8]>::to_vec)))
                 .collect(),
         };
@@ -128,9 +131,9 @@ pub(crate) enum SinkTarget<K, V> {
 }
 
 /// [`SinkTarget`] made for one task: a fixed topic's name resolved once and shared by its
-/// records.
+/// records, and whether it is a repartition topic.
 enum Target<K, V> {
-    Fixed(Arc<str>),
+    Fixed(Arc<str>, bool),
     PerRecord(ChooseTopic<K, V>),
 }
 
@@ -144,7 +147,10 @@ impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> SinkNode<K, V, 
     pub(crate) fn maker(target: SinkTarget<K, V>) -> MakeNode {
         Arc::new(move |application_id: &str| {
             let target = match &target {
-                SinkTarget::Fixed(topic) => Target::Fixed(Arc::from(topic.resolve(application_id))),
+                SinkTarget::Fixed(topic) => Target::Fixed(
+                    Arc::from(topic.resolve(application_id)),
+                    matches!(topic, TopicName::Repartition(_)),
+                ),
                 SinkTarget::PerRecord(choose) => Target::PerRecord(Arc::clone(choose)),
             };
             Box::new(SinkNode::<K, V, KC, VC> {
@@ -165,7 +171,13 @@ impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> ErasedNode
     fn process(&mut self, link: &dyn Dispatch, record: Box<dyn Any>) -> Result<()> {
         let record = unbox::<K, V>(link, record)?;
         let mut output = match &self.target {
-            Target::Fixed(topic) => OutputRecord::to_shared(Arc::clone(topic)),
+            Target::Fixed(topic, repartition) => {
+                let output = OutputRecord::to_shared(Arc::clone(topic));
+                match repartition.then(|| upstream_header(link, topic)).flatten() {
+                    Some(value) => output.header(UPSTREAM_HEADER, Some(&value)),
+                    None => output,
+                }
+            }
             Target::PerRecord(choose) => OutputRecord::new(choose(&record)),
         };
         if let Some(key) = &record.key {
@@ -187,4 +199,24 @@ impl<K: 'static, V: 'static, KC: KeyCodec<K>, VC: ValueCodec<V>> ErasedNode
     fn punctuate(&mut self, _: &dyn Dispatch, _: &Punctuation<'_>) -> Result<()> {
         Ok(())
     }
+}
+
+/// The upstream header of the next record sent to repartition topic `topic` in this call:
+/// its task, input record and index among that record's outputs to `topic` (see the
+/// `upstream` module), when its task stamps them (under `at_least_once`) and the call has an
+/// input record (a punctuator's records have none, and are at least once).
+fn upstream_header(link: &dyn Dispatch, topic: &str) -> Option<Vec<u8>> {
+    let task = link.host().task();
+    if !task.stamps_repartition_records() {
+        return None;
+    }
+    let input = link.input()?;
+    let topic_index = task.topics.iter().position(|t| t == input.topic)?;
+    let index = link.next_output_index(topic);
+    Some(encode_upstream(
+        &task.id.to_string(),
+        topic_index,
+        input.offset,
+        index,
+    ))
 }
