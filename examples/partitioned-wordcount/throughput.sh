@@ -19,6 +19,12 @@
 #   PARTITIONS                  partitions of the input topic, so tasks (default 4)
 #   DISTINCT_KEYS               1: LINES records of distinct keys instead of lines of words, so
 #                               the state grows by a key per record
+#   REKEY                       1: the re-keyed word count instead: LINES records of lines with no
+#                               key (`produce --unkeyed-lines`), split and re-keyed by word through
+#                               a repartition topic, then counted (`run --rekey`: each word sends
+#                               its new count); the records counted are the LINES * 8 words.
+#                               Kafka Streams' DSL version beside it: benches/peers/run.sh
+#                               --systems statestore,kafka-streams --parts rekey
 #   BINS                        "name=path ..." builds to run side by side, in turn (default
 #                               the release build of this checkout, named "this")
 #   RUNS                        rounds of every combination, interleaved (default 1)
@@ -33,6 +39,7 @@ set -euo pipefail
 
 LINES="${1:-300000}"
 DISTINCT_KEYS="${DISTINCT_KEYS:-0}"
+REKEY="${REKEY:-0}"
 RECORDS=$((DISTINCT_KEYS == 1 ? LINES : LINES * 8))
 BROKER="${STATESTORE_KAFKA_BOOTSTRAP:-127.0.0.1:19092}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,9 +68,12 @@ trap '[[ -n "$PID" ]] && kill -9 "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 cpu() { cut -d')' -f2 "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
 TICKS=$(getconf CLK_TCK)
 
-echo "producing $RECORDS records to $TOPIC" >&2
+echo "producing $LINES lines to $TOPIC" >&2
+SHAPE=()
+((DISTINCT_KEYS == 1)) && SHAPE+=(--distinct-keys)
+((REKEY == 1)) && SHAPE+=(--unkeyed-lines)
 "$FIRST_BIN" produce --bootstrap "$BROKER" --topic "$TOPIC" --lines "$LINES" \
-  --partitions "$PARTITIONS" $( ((DISTINCT_KEYS == 1)) && echo --distinct-keys) 2>/dev/null
+  --partitions "$PARTITIONS" "${SHAPE[@]}" 2>/dev/null
 if [[ -n "${BARE:-}" ]]; then
   echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"
   $BARE "$BROKER" "$TOPIC" "$RECORDS" "$PARTITIONS"
@@ -74,13 +84,15 @@ measure() {
   local name=$1 bin=$2 guarantee=$3 threads=$4 app="$TOPIC-$1-$3-$4-$5"
   local log="$WORK/$app.log" deadline=$((SECONDS + 900)) before="" after=""
   "$bin" produce --bootstrap "$BROKER" --topic "$app-out" --lines 0 2>/dev/null
-  local load
+  local load command=("$bin" run) extra=()
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   : >"$log"
-  "$bin" run --bootstrap "$BROKER" --topic "$TOPIC" --application-id "$app" \
+  ((REKEY == 1)) && command+=(--rekey)
+  read -r -a extra <<<"${ARGS:-}"
+  "${command[@]}" --bootstrap "$BROKER" --topic "$TOPIC" --application-id "$app" \
     --state-dir "$WORK/$app" --commit-interval-ms 1000 --threads "$threads" \
     --processing-guarantee "$guarantee" --output-topic "$app-out" \
-    --stop-after-records "$RECORDS" ${ARGS:-} 2>"$log" &
+    --stop-after-records "$RECORDS" "${extra[@]}" 2>"$log" &
   PID=$!
   until grep -q "^reached" "$log"; do
     if [[ -z "$before" ]] && grep -q "^first record" "$log"; then
