@@ -204,6 +204,11 @@ enum Command {
         /// not offered in this mode.
         #[arg(long, conflicts_with_all = ["serve", "work_us"])]
         rekey: bool,
+        /// With `--rekey` under at_least_once: no upstream headers on the repartition
+        /// records and no dropping of those sent again (Kafka Streams' at least once across
+        /// the repartition), to measure what the headers cost.
+        #[arg(long, requires = "rekey")]
+        no_repartition_dedup: bool,
         #[command(flatten)]
         client: ClientArgs,
         /// Snapshots of every store in an object store, `file:///absolute/dir` or
@@ -339,6 +344,7 @@ fn run(command: Command) -> Result<()> {
             transaction_timeout_ms,
             stop_after_records,
             rekey,
+            no_repartition_dedup,
             client,
             snapshot_url,
             snapshot_every_commits,
@@ -399,6 +405,7 @@ fn run(command: Command) -> Result<()> {
                 processing_guarantee,
                 assignment_strategy,
                 transaction_timeout_ms,
+                repartition_dedup: !no_repartition_dedup,
                 properties: client.properties()?,
                 // Checked with the rest of the configuration by `Application::new`.
                 snapshots: snapshot_url.map(|url| SnapshotConfig {

@@ -54,6 +54,13 @@ pub struct TasksConfig {
     /// past are deleted, after a commit (Kafka Streams' `repartition.purge.interval.ms`).
     /// Default 30 s.
     pub repartition_purge_interval_ms: u64,
+    /// Under `at_least_once`, whether records sent to repartition topics carry their upstream
+    /// task, input record and index (header `__statestore.upstream`, about 30 bytes), and a
+    /// downstream task drops those it applied already: its state stays exactly once across
+    /// the repartition when the processors are deterministic (docs/kafka.md, "Topologies").
+    /// `false`: Kafka Streams' at least once across the repartition. Ignored under
+    /// `exactly_once_v2`, where the transactions do it. Default true.
+    pub repartition_dedup: bool,
     /// The stores of every task.
     pub stores: Vec<StoreSpec>,
     /// The sub-topologies of a topology (see
@@ -174,6 +181,7 @@ impl std::fmt::Debug for TasksConfig {
                 "repartition_purge_interval_ms",
                 &self.repartition_purge_interval_ms,
             )
+            .field("repartition_dedup", &self.repartition_dedup)
             .field("stores", &self.stores)
             .field("subtopologies", &self.subtopologies)
             .field("commit_interval_ms", &self.commit_interval_ms)
@@ -233,6 +241,7 @@ impl Default for TasksConfig {
             input_topics: Vec::new(),
             repartition_topics: Vec::new(),
             repartition_purge_interval_ms: 30_000,
+            repartition_dedup: true,
             stores: Vec::new(),
             subtopologies: Vec::new(),
             commit_interval_ms: 30_000,

@@ -196,7 +196,8 @@ impl Task {
                 Some(met.map_or_else(|| marks.clone(), |met| met.meet(marks)))
             })
             .unwrap_or_default();
-        let at_least_once = config.processing_guarantee == ProcessingGuarantee::AtLeastOnce;
+        let at_least_once = config.processing_guarantee == ProcessingGuarantee::AtLeastOnce
+            && config.repartition_dedup;
         let dedups = shape
             .topics
             .iter()
