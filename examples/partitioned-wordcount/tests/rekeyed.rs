@@ -87,6 +87,30 @@ fn expected(lines: u64) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The offset, index, input topic index and task of an upstream header (LEB128 varints, then
+/// the task id).
+fn upstream_header(bytes: &[u8]) -> (u64, u64, u64, &str) {
+    let mut rest = bytes;
+    let mut varint = || {
+        let mut value = 0u64;
+        for (i, &byte) in rest.iter().enumerate() {
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                rest = &rest[i + 1..];
+                return value;
+            }
+        }
+        panic!("a cut varint in {bytes:?}")
+    };
+    let (offset, index, topic) = (varint(), varint(), varint());
+    (
+        offset,
+        index,
+        topic,
+        std::str::from_utf8(rest).expect("task id"),
+    )
+}
+
 /// A number from the clock, for the random moments of the kills.
 fn random_below(bound: u64) -> u64 {
     let nanos = SystemTime::now()
@@ -302,6 +326,18 @@ fn kill_9_at_random_moments_under_at_least_once_keeps_rekeyed_counts_exact() {
                 .sum()
         });
         stamped += usize::from(headers > 0);
+        if let Some(upstream) = message.headers().and_then(|headers| {
+            headers
+                .iter()
+                .find(|h| h.key == "__statestore.upstream")
+                .and_then(|h| h.value)
+        }) {
+            let (_, index, topic, task) = upstream_header(upstream);
+            // Counted anew for each line: its 8 words are indexes 0..8.
+            assert!(index < 8, "index {index}: not counted per input record");
+            assert_eq!(topic, 0, "the upstream's one input topic");
+            assert!(task.starts_with("0_"), "upstream task {task}");
+        }
         header_bytes += headers;
         record_bytes += key + value + headers;
     });
