@@ -11,6 +11,7 @@ use statestore_changelog::TaskId;
 use store_api::Error;
 
 use crate::processor::{Processor, ProcessorContext, TaskContext};
+use crate::record::InputRecord;
 use crate::runtime::handlers::{FailedRecord, Failure, FailureStage, guarded};
 use crate::runtime::outputs::Output;
 use crate::runtime::shared::Shared;
@@ -24,7 +25,7 @@ pub(crate) fn locate(
     message: &BorrowedMessage<'_>,
 ) -> Option<(TaskId, usize, u64)> {
     let partition = u32::try_from(message.partition()).ok()?;
-    let (id, topic) = shared.locate_topic(message.topic(), partition)?;
+    let (id, topic) = shared.locate_topic(Message::topic(message), partition)?;
     Some((id, topic, u64::try_from(message.offset()).ok()?))
 }
 
@@ -87,7 +88,7 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
 pub(crate) fn process_record<P: Processor + ?Sized>(
     task: &mut Task,
     (partition, topic, offset): (u32, usize, u64),
-    message: &BorrowedMessage<'_>,
+    message: &dyn InputRecord,
     outputs: &mut Vec<Output>,
     processor: &mut P,
 ) -> Called<(bool, bool)> {
@@ -105,7 +106,7 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
     task.replay_record(topic, offset);
     let sent = outputs.len();
     task.begin_call();
-    if let Some(timestamp) = message.timestamp().to_millis() {
+    if let Some(timestamp) = message.timestamp() {
         task.advance_stream_time(timestamp);
     }
     let mut context =
