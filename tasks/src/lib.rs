@@ -74,6 +74,7 @@ pub use queries::{
 /// The headers an [`OutputRecord`] carries (rdkafka's), and the trait that reads them.
 pub use rdkafka::message::{Headers, OwnedHeaders};
 pub use record::{InputRecord, MemoryRecord};
+pub use runtime::driven;
 pub use runtime::handlers;
 pub use runtime::handlers::{ErrorHandler, FailedRecord, Failure, FailureStage};
 pub use runtime::lifecycle::{AppState, StateListener};
