@@ -1,0 +1,491 @@
+//! The driver: one runtime task per sub-topology and partition, the topics between them held
+//! in memory, every record processed to the end of its repartitions inside the call that
+//! pipes it.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use statestore_changelog::StateDirectory;
+use statestore_tasks::driven::{DrivenTask, Processed, check_topology, configured_handler};
+use statestore_tasks::topology::Topology;
+use statestore_tasks::{
+    ErrorHandler, MemoryChangelogs, MemoryRecord, OutputRecord, Processor, TaskId, TasksConfig,
+};
+use store_api::{Error, Result};
+use tempfile::TempDir;
+
+use crate::topics::{TestInputTopic, TestOutputTopic, TestRecord};
+
+/// What makes each task's processor.
+enum Processors {
+    Topology(Arc<Topology>),
+    Supplier(Box<dyn Fn(TaskId) -> Box<dyn Processor>>),
+}
+
+/// Sets up a [`TestDriver`]: partition counts, the state directory, the changelogs (to restart
+/// on those of a driver before), the error handler.
+pub struct TestDriverBuilder {
+    processors: Processors,
+    config: TasksConfig,
+    partitions: HashMap<String, u32>,
+    state_dir: Option<PathBuf>,
+    changelogs: MemoryChangelogs,
+    handler: Option<Box<dyn ErrorHandler>>,
+}
+
+impl TestDriverBuilder {
+    /// Topic `topic` has `partitions` partitions (1 unless told). A repartition topic has
+    /// the largest count of the application's other input topics unless told.
+    #[must_use]
+    pub fn partitions(mut self, topic: &str, partitions: u32) -> Self {
+        self.partitions.insert(topic.to_owned(), partitions.max(1));
+        self
+    }
+
+    /// The state directory (a temporary one, removed with the driver, unless told).
+    #[must_use]
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// The changelogs the tasks restore from and write to: those of an earlier driver (see
+    /// [`TestDriver::changelogs`]) to test a restart (new, empty ones unless told).
+    #[must_use]
+    pub fn changelogs(mut self, changelogs: MemoryChangelogs) -> Self {
+        self.changelogs = changelogs;
+        self
+    }
+
+    /// Failures of user code are answered by `handler` rather than by the configuration's
+    /// `processing_error` and `deserialization_error`.
+    #[must_use]
+    pub fn error_handler(mut self, handler: impl ErrorHandler + 'static) -> Self {
+        self.handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Opens (and restores) every task and initialises its processor.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a configuration that does not match the topology, or for
+    /// topics of one sub-topology with different partition counts; the errors of opening a
+    /// task (the state directory, a backend, a restore) and of its processor's `init`.
+    pub fn build(self) -> Result<TestDriver> {
+        let TestDriverBuilder {
+            processors,
+            mut config,
+            partitions: declared,
+            state_dir,
+            changelogs,
+            handler,
+        } = self;
+        if let Processors::Topology(topology) = &processors {
+            check_topology(topology, &config)?;
+        }
+        let (temp, dir) = match state_dir {
+            Some(dir) => (None, dir),
+            None => {
+                let temp =
+                    tempfile::tempdir().map_err(|err| Error::io("a state directory", err))?;
+                let dir = temp.path().to_owned();
+                (Some(temp), dir)
+            }
+        };
+        config.state_dir.clone_from(&dir);
+        let state = StateDirectory::open(&dir, &config.application_id)?;
+        let shapes: Vec<(u32, Vec<String>)> = if config.subtopologies.is_empty() {
+            vec![(0, config.input_topics.clone())]
+        } else {
+            let subs = config.subtopologies.iter();
+            subs.map(|sub| (sub.id, sub.input_topics.clone())).collect()
+        };
+        let partitions = partition_counts(&config, &declared);
+        let mut readers = HashMap::new();
+        let mut logs = HashMap::new();
+        let mut tasks = BTreeMap::new();
+        for (sub, topics) in &shapes {
+            let count = co_partitioned(*sub, topics, &partitions)?;
+            for topic in topics {
+                readers.insert(topic.clone(), *sub);
+            }
+            for partition in 0..count {
+                let id = TaskId {
+                    subtopology: *sub,
+                    partition,
+                };
+                let task = match &processors {
+                    Processors::Topology(topology) => DrivenTask::open_topology(
+                        &state,
+                        &config,
+                        &changelogs,
+                        (id, count),
+                        topology,
+                    )?,
+                    Processors::Supplier(make) => {
+                        DrivenTask::open(&state, &config, &changelogs, (id, count), make(id))?
+                    }
+                };
+                for topic in topics {
+                    let base = task.next_offset(topic).unwrap_or(0);
+                    let log = Log {
+                        base,
+                        records: Vec::new(),
+                    };
+                    logs.insert((topic.clone(), partition), log);
+                }
+                tasks.insert(id, task);
+            }
+        }
+        let handler = handler.unwrap_or_else(|| configured_handler(&config));
+        let driver = TestDriver {
+            inner: RefCell::new(Inner {
+                tasks,
+                config,
+                handler,
+                changelogs,
+                readers,
+                partitions,
+                logs,
+                outputs: HashMap::new(),
+                queue: VecDeque::new(),
+                sent: Vec::new(),
+                round_robin: 0,
+                clock_offset_ms: 0,
+                _state: state,
+                _temp: temp,
+            }),
+        };
+        // As the runtime's first poll does: every task starts (its `init`) before a record.
+        driver.advance_wall_clock(Duration::ZERO)?;
+        Ok(driver)
+    }
+}
+
+/// Each consumed topic's partition count: declared, or for a repartition topic the largest
+/// of the other inputs', or 1.
+fn partition_counts(config: &TasksConfig, declared: &HashMap<String, u32>) -> HashMap<String, u32> {
+    let mut counts = declared.clone();
+    let widest = config
+        .input_topics
+        .iter()
+        .filter(|topic| !config.repartition_topics.contains(topic))
+        .map(|topic| declared.get(topic).copied().unwrap_or(1))
+        .max()
+        .unwrap_or(1);
+    for topic in &config.input_topics {
+        let default = if config.repartition_topics.contains(topic) {
+            widest
+        } else {
+            1
+        };
+        counts.entry(topic.clone()).or_insert(default);
+    }
+    counts
+}
+
+/// The partition count of sub-topology `sub`'s topics, which must agree.
+fn co_partitioned(sub: u32, topics: &[String], partitions: &HashMap<String, u32>) -> Result<u32> {
+    let mut counts = topics.iter().map(|topic| (topic, partitions[topic]));
+    let Some((first, count)) = counts.next() else {
+        return Err(Error::invalid(format!("sub-topology {sub} reads no topic")));
+    };
+    if let Some((other, different)) = counts.find(|&(_, c)| c != count) {
+        return Err(Error::invalid(format!(
+            "sub-topology {sub} reads {first:?} ({count} partitions) and {other:?} \
+             ({different} partitions): its topics must be co-partitioned"
+        )));
+    }
+    Ok(count)
+}
+
+/// A topology (or a processor) run in-process, without a broker, on the runtime's own tasks,
+/// stores, changelogs (in memory) and error handling (see the crate docs).
+pub struct TestDriver {
+    inner: RefCell<Inner>,
+}
+
+/// One partition of a consumed topic: its records from offset `base` on.
+#[derive(Default)]
+struct Log {
+    base: u64,
+    records: Vec<MemoryRecord>,
+}
+
+pub(crate) struct Inner {
+    /// Declared first: the tasks close before the state directory's lock is released.
+    tasks: BTreeMap<TaskId, DrivenTask>,
+    pub config: TasksConfig,
+    handler: Box<dyn ErrorHandler>,
+    changelogs: MemoryChangelogs,
+    /// The sub-topology that reads each topic the application consumes.
+    readers: HashMap<String, u32>,
+    /// The partition count of each topic declared or consumed (others have 1).
+    partitions: HashMap<String, u32>,
+    /// The records of each partition of the consumed topics, from the offset its task
+    /// resumed at when the driver opened (0, or where a driver before on the same
+    /// changelogs committed): the topic's earlier records are gone, as after a retention.
+    logs: HashMap<(String, u32), Log>,
+    /// What reached each topic the application does not consume, in the order sent.
+    pub outputs: HashMap<String, VecDeque<TestRecord>>,
+    /// Records of consumed topics not processed yet, by (topic, partition, offset).
+    queue: VecDeque<(String, u32, u64)>,
+    /// The outputs of the call under way (reused).
+    sent: Vec<OutputRecord>,
+    round_robin: u32,
+    /// How far [`TestDriver::advance_wall_clock`] moved the wall clock.
+    clock_offset_ms: i64,
+    /// Held for its lock, released once the tasks closed.
+    _state: StateDirectory,
+    _temp: Option<TempDir>,
+}
+
+impl TestDriver {
+    /// A driver of `topology`, with `config` from
+    /// [`Topology::configure`](statestore_tasks::topology::Topology::configure) (no broker is
+    /// contacted: `bootstrap_servers` is not used), every topic of one partition.
+    ///
+    /// # Errors
+    /// As [`TestDriverBuilder::build`].
+    pub fn new(topology: Topology, config: TasksConfig) -> Result<TestDriver> {
+        Self::builder(topology, config).build()
+    }
+
+    /// A driver of `topology` to set up before it opens its tasks.
+    pub fn builder(topology: Topology, config: TasksConfig) -> TestDriverBuilder {
+        Self::builder_of(Processors::Topology(Arc::new(topology)), config)
+    }
+
+    /// A driver of one processor over `config`'s `input_topics` and `stores`, one made per
+    /// task by `supplier`.
+    pub fn processor<P, F>(config: TasksConfig, supplier: F) -> TestDriverBuilder
+    where
+        P: Processor + 'static,
+        F: Fn(TaskId) -> P + 'static,
+    {
+        let make = move |id| Box::new(supplier(id)) as Box<dyn Processor>;
+        Self::builder_of(Processors::Supplier(Box::new(make)), config)
+    }
+
+    fn builder_of(processors: Processors, config: TasksConfig) -> TestDriverBuilder {
+        TestDriverBuilder {
+            processors,
+            config,
+            partitions: HashMap::new(),
+            state_dir: None,
+            changelogs: MemoryChangelogs::new(),
+            handler: None,
+        }
+    }
+
+    /// Input topic `topic`, to pipe records into.
+    pub fn input(&self, topic: &str) -> TestInputTopic<'_> {
+        TestInputTopic::new(self, topic)
+    }
+
+    /// Output topic `topic` (any topic the application does not consume, the dead-letter
+    /// topic too), to read what the application sent to it.
+    pub fn output(&self, topic: &str) -> TestOutputTopic<'_> {
+        TestOutputTopic::new(self, topic)
+    }
+
+    /// The changelogs the tasks write to, for a driver that restarts on them.
+    pub fn changelogs(&self) -> MemoryChangelogs {
+        self.inner.borrow().changelogs.clone()
+    }
+
+    /// Moves the wall clock on by `by` and calls every task's wall-clock punctuators that
+    /// came due, then processes what they sent to consumed topics and commits.
+    ///
+    /// The clock is the system's, moved on by every call so far: a punctuator scheduled
+    /// every `interval` fires once `advance_wall_clock` moved it by `interval`.
+    ///
+    /// # Errors
+    /// A failure the error handler answers with `Fail`; a commit's error.
+    pub fn advance_wall_clock(&self, by: Duration) -> Result<()> {
+        let mut inner = self.inner.borrow_mut();
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        inner.clock_offset_ms = inner.clock_offset_ms.saturating_add(by);
+        let now = inner.now();
+        let ids: Vec<TaskId> = inner.tasks.keys().copied().collect();
+        for id in ids {
+            let inner = &mut *inner;
+            let Some(task) = inner.tasks.get_mut(&id) else {
+                continue;
+            };
+            let done =
+                task.punctuate_wall_clock(now, &inner.config, &*inner.handler, &mut inner.sent);
+            inner.route_sent()?;
+            if done? == Processed::Rewound {
+                inner.replay(id);
+            }
+        }
+        inner.drain()?;
+        inner.commit()
+    }
+
+    /// Commits and closes every task, its files kept: a driver opened on the same state
+    /// directory and changelogs restores nothing, one on the changelogs alone restores them.
+    ///
+    /// # Errors
+    /// The first error of a task's close (the others close regardless).
+    pub fn close(self) -> Result<()> {
+        let mut inner = self.inner.into_inner();
+        let mut first = Ok(());
+        for (_, task) in std::mem::take(&mut inner.tasks) {
+            let closed = task.close();
+            if first.is_ok() {
+                first = closed;
+            }
+        }
+        first
+    }
+
+    pub(crate) fn inner(&self) -> &RefCell<Inner> {
+        &self.inner
+    }
+}
+
+impl Inner {
+    fn now(&self) -> i64 {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        i64::try_from(since.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(self.clock_offset_ms)
+    }
+
+    /// Puts `record` on its topic: in partition `partition`, else its key's, else the next
+    /// one round robin.
+    pub fn append(&mut self, mut record: MemoryRecord, partition: Option<u32>) -> Result<()> {
+        let count = self.partitions.get(&record.topic).copied().unwrap_or(1);
+        let partition = match (partition, &record.key) {
+            (Some(p), _) if p < count => Some(p),
+            (Some(p), _) => {
+                return Err(Error::invalid(format!(
+                    "topic {:?} has {count} partitions, not a partition {p}",
+                    record.topic
+                )));
+            }
+            (None, Some(key)) => self.config.key_partitioner.partition(key, count),
+            (None, None) => None,
+        }
+        .unwrap_or_else(|| {
+            self.round_robin = self.round_robin.wrapping_add(1);
+            self.round_robin % count
+        });
+        if record.timestamp.is_none() {
+            // As a producer stamps a record it is handed without a timestamp.
+            record.timestamp = Some(self.now());
+        }
+        if self.readers.contains_key(&record.topic) {
+            let log = self
+                .logs
+                .entry((record.topic.clone(), partition))
+                .or_default();
+            let offset = log.base + log.records.len() as u64;
+            self.queue
+                .push_back((record.topic.clone(), partition, offset));
+            log.records.push(record);
+        } else {
+            let outputs = self.outputs.entry(record.topic.clone()).or_default();
+            outputs.push_back(TestRecord { partition, record });
+        }
+        Ok(())
+    }
+
+    /// Whether `topic` is one the application consumes.
+    pub fn consumes(&self, topic: &str) -> bool {
+        self.readers.contains_key(topic)
+    }
+
+    /// Puts what the last call sent on its topics.
+    fn route_sent(&mut self) -> Result<()> {
+        let mut sent = std::mem::take(&mut self.sent);
+        let routed = sent.drain(..).try_for_each(|output| {
+            let (partition, record) = output.to_input();
+            self.append(record, partition)
+        });
+        self.sent = sent;
+        routed
+    }
+
+    /// Processes every queued record, and what their processing sends to consumed topics, in
+    /// order.
+    pub fn drain(&mut self) -> Result<()> {
+        while let Some((topic, partition, offset)) = self.queue.pop_front() {
+            let id = TaskId {
+                subtopology: self.readers[&topic],
+                partition,
+            };
+            let Some(task) = self.tasks.get_mut(&id) else {
+                continue;
+            };
+            let log = &self.logs[&(topic, partition)];
+            let Some(record) = usize::try_from(offset - log.base)
+                .ok()
+                .and_then(|at| log.records.get(at))
+            else {
+                continue;
+            };
+            let done = task.process(
+                (offset, record),
+                &self.config,
+                &*self.handler,
+                &mut self.sent,
+            );
+            let full = task.needs_commit();
+            self.route_sent()?;
+            match done? {
+                Processed::Rewound => self.replay(id),
+                _ if full => {
+                    if let Some(task) = self.tasks.get_mut(&id) {
+                        task.commit()?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues again, first, every record of task `id` from its next offset on, as the
+    /// runtime seeks a rewound task's partitions back to its last commit.
+    fn replay(&mut self, id: TaskId) {
+        let Some(task) = self.tasks.get(&id) else {
+            return;
+        };
+        self.queue.retain(|(topic, partition, _)| {
+            *partition != id.partition || self.readers[topic] != id.subtopology
+        });
+        let mut again = Vec::new();
+        for topic in task.topics() {
+            let log = self.logs.get(&(topic.clone(), id.partition));
+            let (base, end) = log.map_or((0, 0), |log| {
+                (log.base, log.base + log.records.len() as u64)
+            });
+            let from = task.next_offset(topic).unwrap_or(0).max(base);
+            again.extend((from..end).map(|offset| (topic.clone(), id.partition, offset)));
+        }
+        for item in again.into_iter().rev() {
+            self.queue.push_front(item);
+        }
+    }
+
+    /// Commits every task a commit is due for, as a commit interval of 0 does.
+    pub fn commit(&mut self) -> Result<()> {
+        for task in self.tasks.values_mut() {
+            task.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Every task.
+    pub fn tasks(&self) -> impl Iterator<Item = &DrivenTask> {
+        self.tasks.values()
+    }
+}
