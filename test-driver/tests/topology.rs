@@ -187,14 +187,16 @@ fn a_rekeyed_word_count_over_four_partitions_counts_exactly_and_in_order() {
 }
 
 #[test]
-fn a_driver_on_the_same_changelogs_restores_the_counts_into_an_empty_state_directory() {
+fn a_driver_on_the_same_changelogs_restores_the_committed_counts_into_an_empty_state_directory() {
     let changelogs = MemoryChangelogs::new();
     let (first, mut expected) = word_lines(0, 300);
     {
         let dir = tempfile::tempdir().expect("dir");
         let driver = rekey_driver(changelogs.clone(), dir.path());
         pipe_lines(&driver, &first);
-        driver.close().expect("closes");
+        // Dropped without a close, as in a crash: what each pipe committed (a commit
+        // interval of 0) is all there is.
+        drop(driver);
     }
     let dir = tempfile::tempdir().expect("an empty state directory");
     let driver = rekey_driver(changelogs, dir.path());
