@@ -208,6 +208,9 @@ pub struct TestDriver {
     inner: RefCell<Inner>,
 }
 
+/// How many times the tasks may go back to their last commit in one call of the driver.
+const MAX_REWINDS: u32 = 100;
+
 /// One partition of a consumed topic: its records from offset `base` on.
 #[derive(Default)]
 struct Log {
@@ -417,6 +420,7 @@ impl Inner {
     /// Processes every queued record, and what their processing sends to consumed topics, in
     /// order.
     pub fn drain(&mut self) -> Result<()> {
+        let mut rewinds = 0;
         while let Some((topic, partition, offset)) = self.queue.pop_front() {
             let id = TaskId {
                 subtopology: self.readers[&topic],
@@ -426,8 +430,9 @@ impl Inner {
                 continue;
             };
             let log = &self.logs[&(topic, partition)];
-            let Some(record) = usize::try_from(offset - log.base)
-                .ok()
+            let Some(record) = offset
+                .checked_sub(log.base)
+                .and_then(|at| usize::try_from(at).ok())
                 .and_then(|at| log.records.get(at))
             else {
                 continue;
@@ -441,7 +446,17 @@ impl Inner {
             let full = task.needs_commit();
             self.route_sent()?;
             match done? {
-                Processed::Rewound => self.replay(id),
+                Processed::Rewound => {
+                    rewinds += 1;
+                    if rewinds > MAX_REWINDS {
+                        // The runtime would retry for ever: a test should fail instead.
+                        return Err(Error::invalid(format!(
+                            "task {id} went back to its last commit {MAX_REWINDS} times in one \
+                             call (replace_thread retries a record that keeps failing)"
+                        )));
+                    }
+                    self.replay(id);
+                }
                 _ if full => {
                     if let Some(task) = self.tasks.get_mut(&id) {
                         task.commit()?;

@@ -442,3 +442,53 @@ fn a_wall_clock_punctuator_fires_when_the_clock_is_advanced() {
         );
     }
 }
+
+#[test]
+fn replace_thread_takes_the_task_back_to_its_last_commit_and_a_record_that_keeps_failing_is_an_error()
+ {
+    let mut builder = TopologyBuilder::new();
+    builder
+        .add_source::<String, String, Utf8, Utf8>("in", ["in"])
+        .add_processor("faulty", || Faulty, ["in"])
+        .add_store(StoreSpec::new("seen", "memory"), ["faulty"])
+        .add_sink::<String, String, Utf8, Utf8>("out", "out", ["faulty"]);
+    let topology = builder.build().expect("builds");
+    let config = topology
+        .configure(TasksConfig {
+            application_id: "replaced".to_owned(),
+            uncaught_error: statestore_tasks::UncaughtErrorPolicy::ReplaceThread,
+            ..TasksConfig::default()
+        })
+        .expect("configures");
+    let driver = TestDriver::new(topology, config).expect("driver");
+    let input = driver.input("in");
+    input
+        .pipe_list([(record(b"a"), None), (record(b"b"), None)])
+        .expect("a, b");
+    let err = input
+        .pipe_input(None, Some(b"boom"), 3)
+        .expect_err("retried, then given up");
+    assert!(
+        err.to_string().contains("went back to its last commit"),
+        "{err}"
+    );
+    let seen = driver
+        .store("seen")
+        .expect("store")
+        .entries()
+        .expect("entries");
+    assert_eq!(
+        seen.into_keys().collect::<Vec<_>>(),
+        [b"seen:a".to_vec(), b"seen:b".to_vec()]
+    );
+    // a and b went out once: the rewinds went back to the commit after them.
+    assert_eq!(driver.output("out").len(), 2);
+}
+
+fn record(value: &[u8]) -> MemoryRecord {
+    MemoryRecord {
+        value: Some(value.to_vec()),
+        timestamp: Some(1),
+        ..MemoryRecord::default()
+    }
+}
