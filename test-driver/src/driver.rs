@@ -105,12 +105,16 @@ impl TestDriverBuilder {
         };
         let partitions = partition_counts(&config, &declared);
         let mut readers = HashMap::new();
-        let mut logs = HashMap::new();
+        let mut consumed = Vec::new();
         let mut tasks = BTreeMap::new();
         for (sub, topics) in &shapes {
             let count = co_partitioned(*sub, topics, &partitions)?;
             for topic in topics {
-                readers.insert(topic.clone(), *sub);
+                readers.insert(topic.clone(), consumed.len());
+                consumed.push(Consumed {
+                    subtopology: *sub,
+                    partitions: (0..count).map(|_| Log::default()).collect(),
+                });
             }
             for partition in 0..count {
                 let id = TaskId {
@@ -130,12 +134,8 @@ impl TestDriverBuilder {
                     }
                 };
                 for topic in topics {
-                    let base = task.next_offset(topic).unwrap_or(0);
-                    let log = Log {
-                        base,
-                        records: Vec::new(),
-                    };
-                    logs.insert((topic.clone(), partition), log);
+                    let log = &mut consumed[readers[topic]].partitions[partition as usize];
+                    log.base = task.next_offset(topic).unwrap_or(0);
                 }
                 tasks.insert(id, task);
             }
@@ -148,8 +148,8 @@ impl TestDriverBuilder {
                 handler,
                 changelogs,
                 readers,
+                consumed,
                 partitions,
-                logs,
                 outputs: HashMap::new(),
                 queue: VecDeque::new(),
                 sent: Vec::new(),
@@ -211,6 +211,13 @@ pub struct TestDriver {
 /// How many times the tasks may go back to their last commit in one call of the driver.
 const MAX_REWINDS: u32 = 100;
 
+/// A topic the application consumes.
+struct Consumed {
+    /// The sub-topology that reads it.
+    subtopology: u32,
+    partitions: Vec<Log>,
+}
+
 /// One partition of a consumed topic: its records from offset `base` on.
 #[derive(Default)]
 struct Log {
@@ -224,18 +231,16 @@ pub(crate) struct Inner {
     pub config: TasksConfig,
     handler: Box<dyn ErrorHandler>,
     changelogs: MemoryChangelogs,
-    /// The sub-topology that reads each topic the application consumes.
-    readers: HashMap<String, u32>,
+    /// The index in `consumed` of each topic the application consumes.
+    readers: HashMap<String, usize>,
+    consumed: Vec<Consumed>,
     /// The partition count of each topic declared or consumed (others have 1).
     partitions: HashMap<String, u32>,
-    /// The records of each partition of the consumed topics, from the offset its task
-    /// resumed at when the driver opened (0, or where a driver before on the same
-    /// changelogs committed): the topic's earlier records are gone, as after a retention.
-    logs: HashMap<(String, u32), Log>,
     /// What reached each topic the application does not consume, in the order sent.
     pub outputs: HashMap<String, VecDeque<TestRecord>>,
-    /// Records of consumed topics not processed yet, by (topic, partition, offset).
-    queue: VecDeque<(String, u32, u64)>,
+    /// Records of consumed topics not processed yet, by (index in `consumed`, partition,
+    /// offset).
+    queue: VecDeque<(usize, u32, u64)>,
     /// The outputs of the call under way (reused).
     sent: Vec<OutputRecord>,
     round_robin: u32,
@@ -385,14 +390,10 @@ impl Inner {
             // As a producer stamps a record it is handed without a timestamp.
             record.timestamp = Some(self.now());
         }
-        if self.readers.contains_key(&record.topic) {
-            let log = self
-                .logs
-                .entry((record.topic.clone(), partition))
-                .or_default();
+        if let Some(&index) = self.readers.get(&record.topic) {
+            let log = &mut self.consumed[index].partitions[partition as usize];
             let offset = log.base + log.records.len() as u64;
-            self.queue
-                .push_back((record.topic.clone(), partition, offset));
+            self.queue.push_back((index, partition, offset));
             log.records.push(record);
         } else {
             let outputs = self.outputs.entry(record.topic.clone()).or_default();
@@ -410,7 +411,7 @@ impl Inner {
     fn route_sent(&mut self) -> Result<()> {
         let mut sent = std::mem::take(&mut self.sent);
         let routed = sent.drain(..).try_for_each(|output| {
-            let (partition, record) = output.to_input();
+            let (partition, record) = output.into_input();
             self.append(record, partition)
         });
         self.sent = sent;
@@ -421,15 +422,16 @@ impl Inner {
     /// order.
     pub fn drain(&mut self) -> Result<()> {
         let mut rewinds = 0;
-        while let Some((topic, partition, offset)) = self.queue.pop_front() {
+        while let Some((index, partition, offset)) = self.queue.pop_front() {
+            let consumed = &self.consumed[index];
             let id = TaskId {
-                subtopology: self.readers[&topic],
+                subtopology: consumed.subtopology,
                 partition,
             };
             let Some(task) = self.tasks.get_mut(&id) else {
                 continue;
             };
-            let log = &self.logs[&(topic, partition)];
+            let log = &consumed.partitions[partition as usize];
             let Some(record) = offset
                 .checked_sub(log.base)
                 .and_then(|at| usize::try_from(at).ok())
@@ -474,27 +476,41 @@ impl Inner {
         let Some(task) = self.tasks.get(&id) else {
             return;
         };
-        self.queue.retain(|(topic, partition, _)| {
-            *partition != id.partition || self.readers[topic] != id.subtopology
+        let consumed = &self.consumed;
+        self.queue.retain(|&(index, partition, _)| {
+            partition != id.partition || consumed[index].subtopology != id.subtopology
         });
         let mut again = Vec::new();
         for topic in task.topics() {
-            let log = self.logs.get(&(topic.clone(), id.partition));
-            let (base, end) = log.map_or((0, 0), |log| {
-                (log.base, log.base + log.records.len() as u64)
-            });
-            let from = task.next_offset(topic).unwrap_or(0).max(base);
-            again.extend((from..end).map(|offset| (topic.clone(), id.partition, offset)));
+            let index = self.readers[topic];
+            let log = &consumed[index].partitions[id.partition as usize];
+            let end = log.base + log.records.len() as u64;
+            let from = task.next_offset(topic).unwrap_or(0).max(log.base);
+            again.extend((from..end).map(|offset| (index, id.partition, offset)));
         }
         for item in again.into_iter().rev() {
             self.queue.push_front(item);
         }
     }
 
-    /// Commits every task a commit is due for, as a commit interval of 0 does.
+    /// Commits every task a commit is due for, as a commit interval of 0 does, then drops
+    /// the records of its topics it committed past, as the runtime purges repartition
+    /// topics (nothing reads them again: a rewind goes back to the commit).
     pub fn commit(&mut self) -> Result<()> {
         for task in self.tasks.values_mut() {
-            task.commit()?;
+            if !task.commit()? {
+                continue;
+            }
+            let partition = task.id().partition as usize;
+            for topic in task.topics() {
+                let log = &mut self.consumed[self.readers[topic]].partitions[partition];
+                let next = task.next_offset(topic).unwrap_or(0);
+                let past = usize::try_from(next.saturating_sub(log.base))
+                    .unwrap_or(usize::MAX)
+                    .min(log.records.len());
+                log.records.drain(..past);
+                log.base += past as u64;
+            }
         }
         Ok(())
     }

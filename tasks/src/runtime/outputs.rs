@@ -130,7 +130,7 @@ impl OutputRecord {
     /// The record as it reaches its topic, for a reader of it (such as the test driver's
     /// output topics and repartition topics): the partition it names, if any, and the record
     /// (its timestamp unset if it set none).
-    pub fn to_input(&self) -> (Option<u32>, crate::record::MemoryRecord) {
+    pub fn into_input(self) -> (Option<u32>, crate::record::MemoryRecord) {
         let headers = self.headers.as_ref().map_or_else(Vec::new, |headers| {
             headers
                 .iter()
@@ -140,8 +140,8 @@ impl OutputRecord {
         let record = crate::record::MemoryRecord {
             topic: self.topic.to_string(),
             timestamp: self.timestamp,
-            key: self.key.clone(),
-            value: self.value.clone(),
+            key: self.key,
+            value: self.value,
             headers,
         };
         (self.partition, record)
