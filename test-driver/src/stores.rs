@@ -4,7 +4,7 @@ use std::cell::Ref;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use statestore_tasks::POSITION_KEY;
+use statestore_tasks::{POSITION_KEY, StoreHandle, StoreType};
 use store_api::{Error, Result};
 
 use crate::TestDriver;
@@ -34,6 +34,36 @@ impl TestDriver {
             inner,
             name: name.to_owned(),
         })
+    }
+}
+
+impl TestDriver {
+    /// Calls `read` with the store `handle` refers to (any kind: window, session, versioned,
+    /// TTL, LRU, typed key-value) in partition `partition`'s task, as its processor sees it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when no task of `partition` holds the store.
+    pub fn with_store<T, R>(
+        &self,
+        partition: u32,
+        handle: &StoreHandle<T>,
+        read: impl FnOnce(T::View<'_>) -> R,
+    ) -> Result<R>
+    where
+        T: StoreType + ?Sized,
+    {
+        let inner = self.inner().borrow();
+        let view = inner
+            .tasks()
+            .filter(|task| task.id().partition == partition)
+            .find_map(|task| task.store_of(handle).ok())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "no task of partition {partition} holds store {:?}",
+                    handle.name()
+                ))
+            })?;
+        Ok(read(view))
     }
 }
 

@@ -141,3 +141,56 @@ fn keyless_records_go_round_robin_and_partitions_are_tasks() {
         "{per_partition:?}"
     );
 }
+
+#[test]
+fn a_window_store_is_read_through_its_typed_handle() {
+    use statestore_tasks::operator_stores::window::WindowStore;
+    use statestore_tasks::{StoreHandle, StoreKind};
+
+    let config = TasksConfig {
+        application_id: "windows".to_owned(),
+        input_topics: vec!["clicks".to_owned()],
+        stores: vec![
+            StoreSpec::new("per-10ms", "memory").with_kind(StoreKind::Window {
+                retention_ms: 1_000,
+                segment_interval_ms: None,
+                retain_duplicates: false,
+            }),
+        ],
+        ..TasksConfig::default()
+    };
+    let handle: StoreHandle<WindowStore> = StoreHandle::new(&config, "per-10ms").expect("handle");
+    let in_task = handle.clone();
+    let driver = TestDriver::processor(config, move |_| {
+        let handle = in_task.clone();
+        move |ctx: &mut ProcessorContext<'_>| {
+            let windows = ctx.store_of(&handle)?;
+            let key = ctx.key().unwrap_or_default().to_vec();
+            let start = ctx.timestamp().unwrap_or_default() / 10 * 10;
+            let n = windows.fetch_window(&key, start)?.map_or(0, |v| v[0]) + 1;
+            let _stored = windows.put(&key, &[n], start)?;
+            Ok(())
+        }
+    })
+    .build()
+    .expect("driver");
+    let input = driver.input("clicks");
+    for timestamp in [1, 5, 9, 12] {
+        input
+            .pipe_input(Some(b"u"), None, timestamp)
+            .expect("click");
+    }
+    let counts = driver
+        .with_store(0, &handle, |windows| {
+            let first = windows.fetch_window(b"u", 0)?;
+            let second = windows.fetch_window(b"u", 10)?;
+            Ok::<_, store_api::Error>((first, second))
+        })
+        .expect("the store")
+        .expect("read");
+    assert_eq!(counts, (Some(vec![3]), Some(vec![1])));
+    assert!(
+        driver.with_store(1, &handle, |_| ()).is_err(),
+        "one partition"
+    );
+}

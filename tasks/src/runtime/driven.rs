@@ -10,7 +10,7 @@ use statestore_changelog::{NoopRestoreListener, StateDirectory, TaskId};
 use store_api::{Error, Result};
 
 use crate::config::TasksConfig;
-use crate::processor::{Processor, store_named};
+use crate::processor::{Processor, store_named, store_of};
 use crate::record::InputRecord;
 use crate::runtime::failures::{Answer, answer};
 use crate::runtime::handlers::{ConfiguredHandler, ErrorHandler, Failure, decide};
@@ -18,6 +18,7 @@ use crate::runtime::outputs::OutputRecord;
 use crate::runtime::processing::{process_record, punctuate_task_wall_clock};
 use crate::state::changelogs::ChangelogOpener;
 use crate::state::kv::TaskStore;
+use crate::state::stores::{StoreHandle, StoreType};
 use crate::state::task::{FenceGate, Opening, Task};
 use crate::topology::Topology;
 use crate::topology::graph::TaskGraph;
@@ -225,6 +226,15 @@ impl DrivenTask {
     /// `InvalidArgument` for a store that is not configured or not a key-value store.
     pub fn store(&self, name: &str) -> Result<TaskStore<'_>> {
         store_named(&self.task, name)
+    }
+
+    /// The task's store `handle` refers to, as its type (a window, session, versioned, TTL
+    /// or LRU store too), as [`TaskContext::store_of`](crate::TaskContext::store_of) gives it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a handle of a store this task does not hold.
+    pub fn store_of<T: StoreType + ?Sized>(&self, handle: &StoreHandle<T>) -> Result<T::View<'_>> {
+        store_of(&self.task, handle)
     }
 
     /// Commits and closes the task, its files kept, as a revocation does.
