@@ -66,7 +66,7 @@ impl Processor for Count {
 }
 
 /// Lines -> split -> repartition `words` -> count (store `counts`) -> `word-counts`.
-fn rekey_topology() -> Topology {
+fn rekey_topology(backend: &str) -> Topology {
     let mut builder = TopologyBuilder::new();
     builder
         .add_source::<String, String, Utf8, Utf8>("lines", ["lines"])
@@ -78,13 +78,21 @@ fn rekey_topology() -> Topology {
         )
         .add_source::<String, String, Utf8, Utf8>("words", [TopicName::repartition("words")])
         .add_processor("count", || Count, ["words"])
-        .add_store(StoreSpec::new("counts", "memory"), ["count"])
+        .add_store(StoreSpec::new("counts", backend), ["count"])
         .add_sink::<String, String, Utf8, Utf8>("out", "word-counts", ["count"]);
     builder.build().expect("builds")
 }
 
 fn rekey_driver(changelogs: MemoryChangelogs, dir: &std::path::Path) -> TestDriver {
-    let topology = rekey_topology();
+    rekey_driver_on("memory", changelogs, dir)
+}
+
+fn rekey_driver_on(
+    backend: &str,
+    changelogs: MemoryChangelogs,
+    dir: &std::path::Path,
+) -> TestDriver {
+    let topology = rekey_topology(backend);
     let config = topology
         .configure(TasksConfig {
             application_id: "rekey".to_owned(),
@@ -153,8 +161,17 @@ fn stored_counts(driver: &TestDriver) -> BTreeMap<String, u64> {
 
 #[test]
 fn a_rekeyed_word_count_over_four_partitions_counts_exactly_and_in_order() {
+    rekeyed_word_count_on("memory");
+}
+
+#[test]
+fn the_rekeyed_word_count_runs_on_redb() {
+    rekeyed_word_count_on("redb");
+}
+
+fn rekeyed_word_count_on(backend: &str) {
     let dir = tempfile::tempdir().expect("dir");
-    let driver = rekey_driver(MemoryChangelogs::new(), dir.path());
+    let driver = rekey_driver_on(backend, MemoryChangelogs::new(), dir.path());
     let (lines, expected) = word_lines(0, 1_000);
     pipe_lines(&driver, &lines);
 
