@@ -71,7 +71,8 @@ impl TestDriverBuilder {
     /// Opens (and restores) every task and initialises its processor.
     ///
     /// # Errors
-    /// `InvalidArgument` for a configuration that does not match the topology, or for
+    /// `InvalidArgument` for a configuration the runtime refuses
+    /// ([`TasksConfig::validate`]) or that does not match the topology, or for
     /// topics of one sub-topology with different partition counts; the errors of opening a
     /// task (the state directory, a backend, a restore) and of its processor's `init`.
     pub fn build(self) -> Result<TestDriver> {
@@ -83,6 +84,8 @@ impl TestDriverBuilder {
             changelogs,
             handler,
         } = self;
+        // As the runtime checks them, without contacting a broker.
+        config.validate()?;
         if let Processors::Topology(topology) = &processors {
             check_topology(topology, &config)?;
         }
