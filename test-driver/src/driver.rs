@@ -315,9 +315,10 @@ impl TestDriver {
     /// every `interval` fires once `advance_wall_clock` moved it by `interval`.
     ///
     /// # Errors
-    /// A failure the error handler answers with `Fail`; a commit's error.
+    /// A failure the error handler answers with `Fail`; a commit's error; as
+    /// [`TestInputTopic::pipe_input`].
     pub fn advance_wall_clock(&self, by: Duration) -> Result<()> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.inner_mut()?;
         let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         inner.clock_offset_ms = inner.clock_offset_ms.saturating_add(by);
         let now = inner.now();
@@ -357,6 +358,16 @@ impl TestDriver {
 
     pub(crate) fn inner(&self) -> &RefCell<Inner> {
         &self.inner
+    }
+
+    /// The driver's state, to process records in.
+    ///
+    /// # Errors
+    /// `InvalidArgument` while a [`DriverStore`](crate::DriverStore) of the driver is held.
+    pub(crate) fn inner_mut(&self) -> Result<std::cell::RefMut<'_, Inner>> {
+        self.inner.try_borrow_mut().map_err(|_| {
+            Error::invalid("a DriverStore of this driver is still held: drop it before piping")
+        })
     }
 }
 

@@ -40,7 +40,8 @@ impl<'d> TestInputTopic<'d> {
     /// the partition of its key.
     ///
     /// # Errors
-    /// `InvalidArgument` for a topic the application does not consume; a failure the error
+    /// `InvalidArgument` for a topic the application does not consume, or while a
+    /// [`DriverStore`](crate::DriverStore) of the driver is held; a failure the error
     /// handler answers with `Fail`; a commit's error.
     pub fn pipe_input(
         &self,
@@ -94,7 +95,7 @@ impl<'d> TestInputTopic<'d> {
         &self,
         records: impl IntoIterator<Item = (MemoryRecord, Option<u32>)>,
     ) -> Result<()> {
-        let mut inner = self.driver.inner().borrow_mut();
+        let mut inner = self.driver.inner_mut()?;
         if !inner.consumes(&self.topic) {
             return Err(store_api::Error::invalid(format!(
                 "the application consumes no topic {:?}",
@@ -126,6 +127,9 @@ impl<'d> TestOutputTopic<'d> {
     }
 
     /// The next record, if any.
+    ///
+    /// # Panics
+    /// While a [`DriverStore`](crate::DriverStore) of the driver is held.
     pub fn read_record(&self) -> Option<TestRecord> {
         let mut inner = self.driver.inner().borrow_mut();
         inner.outputs.get_mut(&self.topic)?.pop_front()

@@ -194,3 +194,21 @@ fn a_window_store_is_read_through_its_typed_handle() {
         "one partition"
     );
 }
+
+#[test]
+fn piping_while_a_store_is_held_is_an_error_not_a_panic() {
+    let driver = TestDriver::processor(config("sums-held"), |_| Sum)
+        .build()
+        .expect("driver");
+    let sums = driver.store("sums").expect("store");
+    let err = driver
+        .input("numbers")
+        .pipe_input(None, Some(b"1"), 1)
+        .expect_err("held");
+    assert!(err.to_string().contains("still held"), "{err}");
+    drop(sums);
+    driver
+        .input("numbers")
+        .pipe_input(None, Some(b"1"), 1)
+        .expect("piped");
+}
