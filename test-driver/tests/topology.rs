@@ -509,3 +509,32 @@ fn record(value: &[u8]) -> MemoryRecord {
         ..MemoryRecord::default()
     }
 }
+
+#[test]
+fn a_driver_closed_and_opened_again_on_its_state_directory_counts_on() {
+    let changelogs = MemoryChangelogs::new();
+    let dir = tempfile::tempdir().expect("dir");
+    let (first, mut expected) = word_lines(0, 200);
+    let driver = rekey_driver(changelogs.clone(), dir.path());
+    pipe_lines(&driver, &first);
+    driver.close().expect("closes");
+    let driver = rekey_driver(changelogs, dir.path());
+    assert_eq!(stored_counts(&driver), expected, "kept");
+    let (more, added) = word_lines(200, 50);
+    pipe_lines(&driver, &more);
+    for (word, n) in added {
+        *expected.entry(word).or_default() += n;
+    }
+    assert_eq!(stored_counts(&driver), expected);
+    // The outputs go on from the counts kept: each word's first output after the restart
+    // is one more than its count before it.
+    let by_word = outputs_by_word(&driver);
+    let (_, before) = word_lines(0, 200);
+    for (word, counts) in by_word {
+        assert_eq!(
+            counts[0],
+            before.get(&word).copied().unwrap_or(0) + 1,
+            "{word}"
+        );
+    }
+}
