@@ -34,9 +34,18 @@ pub struct TestDriverBuilder {
     state_dir: Option<PathBuf>,
     changelogs: MemoryChangelogs,
     handler: Option<Box<dyn ErrorHandler>>,
+    wall_clock_ms: Option<i64>,
 }
 
 impl TestDriverBuilder {
+    /// The driver's wall clock starts at `start_ms` (milliseconds since the epoch) rather
+    /// than at the system's time (Kafka Streams' `initialWallClockTime`).
+    #[must_use]
+    pub fn wall_clock(mut self, start_ms: i64) -> Self {
+        self.wall_clock_ms = Some(start_ms);
+        self
+    }
+
     /// Topic `topic` has `partitions` partitions (1 unless told). A repartition topic has
     /// the largest count of the application's other input topics unless told.
     #[must_use]
@@ -83,6 +92,7 @@ impl TestDriverBuilder {
             state_dir,
             changelogs,
             handler,
+            wall_clock_ms,
         } = self;
         // As the runtime checks them, without contacting a broker.
         config.validate()?;
@@ -157,7 +167,7 @@ impl TestDriverBuilder {
                 queue: VecDeque::new(),
                 sent: Vec::new(),
                 round_robin: 0,
-                clock_offset_ms: 0,
+                wall_clock_ms: wall_clock_ms.unwrap_or_else(system_clock_ms),
                 _state: state,
                 _temp: temp,
             }),
@@ -214,6 +224,14 @@ pub struct TestDriver {
 /// How many times the tasks may go back to their last commit in one call of the driver.
 const MAX_REWINDS: u32 = 100;
 
+/// The system's time in milliseconds since the epoch.
+fn system_clock_ms() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// A topic the application consumes.
 struct Consumed {
     /// The sub-topology that reads it.
@@ -247,8 +265,9 @@ pub(crate) struct Inner {
     /// The outputs of the call under way (reused).
     sent: Vec<OutputRecord>,
     round_robin: u32,
-    /// How far [`TestDriver::advance_wall_clock`] moved the wall clock.
-    clock_offset_ms: i64,
+    /// The driver's wall clock, in milliseconds since the epoch: the system's when it
+    /// opened, moved by [`TestDriver::advance_wall_clock`] alone.
+    wall_clock_ms: i64,
     /// Held for its lock, released once the tasks closed.
     _state: StateDirectory,
     _temp: Option<TempDir>,
@@ -289,6 +308,7 @@ impl TestDriver {
             state_dir: None,
             changelogs: MemoryChangelogs::new(),
             handler: None,
+            wall_clock_ms: None,
         }
     }
 
@@ -311,8 +331,10 @@ impl TestDriver {
     /// Moves the wall clock on by `by` and calls every task's wall-clock punctuators that
     /// came due, then processes what they sent to consumed topics and commits.
     ///
-    /// The clock is the system's, moved on by every call so far: a punctuator scheduled
-    /// every `interval` fires once `advance_wall_clock` moved it by `interval`.
+    /// The driver's clock starts at the system's time when it opens (or at
+    /// [`TestDriverBuilder::wall_clock`]) and moves only here: a
+    /// punctuator scheduled every `interval` fires each time the clock moved by `interval`
+    /// (missed calls skipped, as in production), whatever time the test takes.
     ///
     /// # Errors
     /// A failure the error handler answers with `Fail`; a commit's error; as
@@ -320,8 +342,8 @@ impl TestDriver {
     pub fn advance_wall_clock(&self, by: Duration) -> Result<()> {
         let mut inner = self.inner_mut()?;
         let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-        inner.clock_offset_ms = inner.clock_offset_ms.saturating_add(by);
-        let now = inner.now();
+        inner.wall_clock_ms = inner.wall_clock_ms.saturating_add(by);
+        let now = inner.wall_clock_ms;
         let ids: Vec<TaskId> = inner.tasks.keys().copied().collect();
         for id in ids {
             let inner = &mut *inner;
@@ -372,15 +394,6 @@ impl TestDriver {
 }
 
 impl Inner {
-    fn now(&self) -> i64 {
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        i64::try_from(since.as_millis())
-            .unwrap_or(i64::MAX)
-            .saturating_add(self.clock_offset_ms)
-    }
-
     /// Puts `record` on its topic: in partition `partition`, else its key's, else the next
     /// one round robin.
     pub fn append(&mut self, mut record: MemoryRecord, partition: Option<u32>) -> Result<()> {
@@ -402,7 +415,7 @@ impl Inner {
         });
         if record.timestamp.is_none() {
             // As a producer stamps a record it is handed without a timestamp.
-            record.timestamp = Some(self.now());
+            record.timestamp = Some(self.wall_clock_ms);
         }
         if let Some(&index) = self.readers.get(&record.topic) {
             let log = &mut self.consumed[index].partitions[partition as usize];
@@ -445,6 +458,7 @@ impl Inner {
             let Some(task) = self.tasks.get_mut(&id) else {
                 continue;
             };
+            task.set_wall_clock(self.wall_clock_ms);
             let log = &consumed.partitions[partition as usize];
             let Some(record) = offset
                 .checked_sub(log.base)

@@ -130,6 +130,12 @@ impl DrivenTask {
         self.task.next_offset(index)
     }
 
+    /// The wall clock the task's punctuators are scheduled from, from now on (the system's
+    /// until it is set): a driver that keeps its own clock sets it before each call.
+    pub fn set_wall_clock(&mut self, now: i64) {
+        self.task.punctuators.borrow_mut().set_wall_clock(now);
+    }
+
     /// Processes `record`, at `offset` of the task's partition of its topic, as the runtime
     /// does (stream-time punctuators included); a failure is answered with `handler` under
     /// `config`'s policies, and a dead letter joins `outputs`.
@@ -171,6 +177,7 @@ impl DrivenTask {
         handler: &dyn ErrorHandler,
         outputs: &mut Vec<OutputRecord>,
     ) -> Result<Processed> {
+        self.set_wall_clock(now);
         match punctuate_task_wall_clock(&mut self.task, outputs, &mut *self.processor, now) {
             Ok(()) => Ok(Processed::Done),
             Err(failure) => self.answer(*failure, config, handler, outputs),
