@@ -53,6 +53,7 @@ mod config;
 mod group;
 mod processor;
 pub mod queries;
+mod record;
 mod runtime;
 mod state;
 pub mod topology;
@@ -72,11 +73,14 @@ pub use queries::{
 };
 /// The headers an [`OutputRecord`] carries (rdkafka's), and the trait that reads them.
 pub use rdkafka::message::{Headers, OwnedHeaders};
+pub use record::{InputRecord, MemoryRecord};
+pub use runtime::driven;
 pub use runtime::handlers;
 pub use runtime::handlers::{ErrorHandler, FailedRecord, Failure, FailureStage};
 pub use runtime::lifecycle::{AppState, StateListener};
 pub use runtime::outputs::OutputRecord;
 pub use runtime::{Application, ProcessorPool};
+pub use state::changelogs::{ChangelogOpener, MemoryChangelogs};
 pub use state::kv::{TaskKv, TaskStore};
 pub use state::metrics;
 pub use state::position::{POSITION_KEY, decode_task_position};

@@ -7,11 +7,11 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::message::{BorrowedMessage, Headers, Message};
 use statestore_changelog::TaskId;
 use statestore_operator_stores::{KeyCodec, TtlClock, ValueCodec};
 use store_api::{Error, Result};
 
+use crate::record::InputRecord;
 use crate::runtime::outputs::{Output, OutputRecord};
 use crate::state::kv::TaskStore;
 use crate::state::punctuation::{Punctuation, PunctuationType, PunctuatorId};
@@ -234,7 +234,7 @@ pub(crate) fn store_named<'t>(task: &'t Task, name: &str) -> Result<TaskStore<'t
 /// the task's [`TaskContext`].
 pub struct ProcessorContext<'a> {
     task: TaskContext<'a>,
-    message: &'a BorrowedMessage<'a>,
+    message: &'a dyn InputRecord,
     offset: u64,
     partition: u32,
     /// [`key_as`](ProcessorContext::key_as) or [`value_as`](ProcessorContext::value_as)
@@ -246,7 +246,7 @@ impl<'a> ProcessorContext<'a> {
     /// The context of `message`, a record at `offset` of `partition`, for `task`'s processor.
     pub(crate) fn new(
         task: TaskContext<'a>,
-        message: &'a BorrowedMessage<'a>,
+        message: &'a dyn InputRecord,
         offset: u64,
         partition: u32,
     ) -> Self {
@@ -292,7 +292,7 @@ impl ProcessorContext<'_> {
 
     /// The record's timestamp in milliseconds since the epoch, when it has one.
     pub fn timestamp(&self) -> Option<i64> {
-        self.message.timestamp().to_millis()
+        self.message.timestamp()
     }
 
     /// The record's key.
@@ -302,7 +302,7 @@ impl ProcessorContext<'_> {
 
     /// The record's value.
     pub fn value(&self) -> Option<&[u8]> {
-        self.message.payload()
+        self.message.value()
     }
 
     /// The record's key decoded with codec `C` (`None` for a record without a key). An error
@@ -337,11 +337,7 @@ impl ProcessorContext<'_> {
     /// rdkafka panics on a header name that is not UTF-8 (which Kafka's Java clients never
     /// write).
     pub fn headers(&self) -> impl Iterator<Item = (&str, Option<&[u8]>)> {
-        self.message
-            .headers()
-            .into_iter()
-            .flat_map(|headers| headers.iter())
-            .map(|header| (header.key, header.value))
+        (0..self.message.header_count()).filter_map(|index| self.message.header(index))
     }
 
     /// The value of the record's last header named `name`, as Kafka's `lastHeader`; `None`

@@ -6,6 +6,7 @@
 mod batch;
 mod commit;
 mod coordinator;
+pub mod driven;
 mod exactly_once;
 mod failures;
 pub(crate) mod global;

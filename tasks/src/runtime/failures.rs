@@ -7,11 +7,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use statestore_changelog::TaskId;
 use store_api::Result;
 
-use crate::config::{ErrorAction, UncaughtErrorPolicy};
+use crate::config::{ErrorAction, TasksConfig, UncaughtErrorPolicy};
 use crate::group::topics::convert;
 use crate::runtime::handlers::{ErrorHandler, Failure, dead_letter_headers, decide};
 use crate::runtime::outputs::OutputRecord;
 use crate::runtime::shared::{GroupContext, Shared, partition_id, still_assigned};
+use crate::state::task::Task;
 
 /// How a failure was answered, for the processing loop.
 #[derive(Debug, Default)]
@@ -40,7 +41,53 @@ pub(crate) fn handle(
     handler: &dyn ErrorHandler,
     failure: Failure,
 ) -> Result<Handled> {
+    // The handler is user code: it runs without the tasks' lock, which a query it makes takes.
     let action = decide(handler, &failure);
+    let id = failure.task;
+    let answered = {
+        let mut tasks = shared.tasks.lock();
+        answer(&shared.config, action, failure, tasks.get_mut(&id))?
+    };
+    match answered {
+        Answer::GoesOn(dead_letter) => Ok(Handled {
+            dead_letter,
+            rewound: false,
+        }),
+        Answer::Rewind(skip) => {
+            rewind(consumer, shared, id, skip)?;
+            Ok(Handled {
+                dead_letter: None,
+                rewound: true,
+            })
+        }
+    }
+}
+
+/// What a failure's answer leaves to the driver of the task's inputs.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The task goes on past the failed call (or was revoked meanwhile): the dead letter to
+    /// queue now, after the outputs of the records before the failed one.
+    GoesOn(Option<OutputRecord>),
+    /// The task must go back to its last commit, and its inputs with it, passing over the
+    /// record at (topic index, offset), if any, with its dead letter.
+    Rewind(Option<Skip>),
+}
+
+/// A record to pass over, by (topic index, offset), with its dead letter.
+pub(crate) type Skip = ((usize, u64), Option<OutputRecord>);
+
+/// Applies `action`, the error handler's answer to `failure`, to `task` (`None`: revoked
+/// meanwhile), as [`handle`] says, and counts it in the task's metrics.
+///
+/// # Errors
+/// The failure's error for `Fail` under `shutdown_client`.
+pub(crate) fn answer(
+    config: &TasksConfig,
+    action: ErrorAction,
+    failure: Failure,
+    task: Option<&mut Task>,
+) -> Result<Answer> {
     let id = failure.task;
     let offset = failure.record.as_ref().map(|record| record.offset);
     tracing::error!(
@@ -53,41 +100,39 @@ pub(crate) fn handle(
         "the processor failed"
     );
     let (skip, dead_letter) = match action {
-        ErrorAction::Fail => match shared.config.uncaught_error {
+        ErrorAction::Fail => match config.uncaught_error {
             UncaughtErrorPolicy::ShutdownClient => {
-                count(shared, id, |metrics| metrics.failures.increment(1));
+                if let Some(task) = &task {
+                    task.metrics.failures.increment(1);
+                }
                 return Err(failure.into_error());
             }
             UncaughtErrorPolicy::ReplaceThread => (None, None),
         },
         ErrorAction::Continue => (skipped(&failure), None),
-        ErrorAction::DeadLetter => (skipped(&failure), dead_letter_of(shared, &failure)),
+        ErrorAction::DeadLetter => (skipped(&failure), dead_letter_of(config, &failure)),
     };
-    count(shared, id, |metrics| {
-        metrics.failures.increment(1);
-        if skip.is_some() {
-            metrics.skipped.increment(1);
-        }
-    });
-    let goes_on = action != ErrorAction::Fail && {
-        let mut tasks = shared.tasks.lock();
-        // A task revoked meanwhile needs nothing.
-        tasks.get_mut(&id).is_none_or(|task| {
-            task.go_on_after_failure(skip.map(|skip| (skip, dead_letter.clone())))
-        })
-    };
-    if goes_on {
-        return Ok(Handled {
-            dead_letter,
-            rewound: false,
+    let Some(task) = task else {
+        // A task revoked meanwhile needs nothing (a `replace_thread` still goes back, so that
+        // an open transaction is aborted).
+        return Ok(if action == ErrorAction::Fail {
+            Answer::Rewind(None)
+        } else {
+            Answer::GoesOn(dead_letter)
         });
+    };
+    debug_assert_eq!(task.id, id);
+    task.metrics.failures.increment(1);
+    if skip.is_some() {
+        task.metrics.skipped.increment(1);
     }
-    count(shared, id, |metrics| metrics.failure_aborts.increment(1));
-    rewind(consumer, shared, id, skip.map(|skip| (skip, dead_letter)))?;
-    Ok(Handled {
-        dead_letter: None,
-        rewound: true,
-    })
+    if action != ErrorAction::Fail
+        && task.go_on_after_failure(skip.map(|skip| (skip, dead_letter.clone())))
+    {
+        return Ok(Answer::GoesOn(dead_letter));
+    }
+    task.metrics.failure_aborts.increment(1);
+    Ok(Answer::Rewind(skip.map(|skip| (skip, dead_letter))))
 }
 
 /// The (topic index, offset) of the record `failure` skips, if it failed on one.
@@ -98,8 +143,8 @@ fn skipped(failure: &Failure) -> Option<(usize, u64)> {
 
 /// The dead letter of the record `failure` failed on: its key, value and headers, with the
 /// error's headers, to `dead_letter_topic`; none without a record or a topic.
-fn dead_letter_of(shared: &Shared, failure: &Failure) -> Option<OutputRecord> {
-    let Some(topic) = &shared.config.dead_letter_topic else {
+fn dead_letter_of(config: &TasksConfig, failure: &Failure) -> Option<OutputRecord> {
+    let Some(topic) = &config.dead_letter_topic else {
         tracing::warn!(
             task = %failure.task,
             "no dead_letter_topic is configured: the record is skipped without a dead letter"
@@ -120,12 +165,6 @@ fn dead_letter_of(shared: &Shared, failure: &Failure) -> Option<OutputRecord> {
     Some(letter)
 }
 
-fn count(shared: &Shared, id: TaskId, record: impl FnOnce(&crate::state::metrics::TaskMetrics)) {
-    if let Some(task) = shared.tasks.lock().get(&id) {
-        record(&task.metrics);
-    }
-}
-
 /// Takes task `id` back to its last commit, marks `skip` (topic index, offset) to be
 /// passed over (sending its dead letter then), and seeks its input partitions to the commit's
 /// offsets, so that the records since come again. A task revoked meanwhile needs nothing.
@@ -133,7 +172,7 @@ fn rewind(
     consumer: &BaseConsumer<GroupContext>,
     shared: &Shared,
     id: TaskId,
-    skip: Option<((usize, u64), Option<OutputRecord>)>,
+    skip: Option<Skip>,
 ) -> Result<()> {
     let partition = id.partition;
     let mut tasks = shared.tasks.lock();

@@ -41,11 +41,11 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use rdkafka::message::{BorrowedMessage, Headers, Message};
 use statestore_changelog::TaskId;
 use store_api::{Error, Result};
 
 use crate::config::ErrorAction;
+use crate::record::InputRecord;
 
 /// Which call of user code failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,27 +85,22 @@ pub struct FailedRecord {
 }
 
 impl FailedRecord {
-    pub(crate) fn of(message: &BorrowedMessage<'_>, partition: u32, offset: u64) -> FailedRecord {
+    pub(crate) fn of(message: &dyn InputRecord, partition: u32, offset: u64) -> FailedRecord {
         // rdkafka panics on a header name that is not UTF-8: such a record keeps no headers.
         let headers = catch_unwind(AssertUnwindSafe(|| {
-            message
-                .headers()
-                .map(|headers| {
-                    headers
-                        .iter()
-                        .map(|header| (header.key.to_owned(), header.value.map(<[u8]>::to_vec)))
-                        .collect()
-                })
-                .unwrap_or_default()
+            (0..message.header_count())
+                .filter_map(|index| message.header(index))
+                .map(|(name, value)| (name.to_owned(), value.map(<[u8]>::to_vec)))
+                .collect()
         }))
         .unwrap_or_default();
         FailedRecord {
             topic: message.topic().to_owned(),
             partition,
             offset,
-            timestamp: message.timestamp().to_millis(),
+            timestamp: message.timestamp(),
             key: message.key().map(<[u8]>::to_vec),
-            value: message.payload().map(<[u8]>::to_vec),
+            value: message.value().map(<[u8]>::to_vec),
             headers,
         }
     }

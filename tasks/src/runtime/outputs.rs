@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
 use statestore_changelog::{Deliveries, KafkaClients, ReportTo, SendRecord};
 use store_api::{Error, ErrorKind, Result};
 
@@ -125,6 +125,26 @@ impl OutputRecord {
     /// The topic.
     pub fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// The record as it reaches its topic, for a reader of it (such as the test driver's
+    /// output topics and repartition topics): the partition it names, if any, and the record
+    /// (its timestamp unset if it set none).
+    pub fn into_input(self) -> (Option<u32>, crate::record::MemoryRecord) {
+        let headers = self.headers.as_ref().map_or_else(Vec::new, |headers| {
+            headers
+                .iter()
+                .map(|header| (header.key.to_owned(), header.value.map(<[u8]>::to_vec)))
+                .collect()
+        });
+        let record = crate::record::MemoryRecord {
+            topic: self.topic.to_string(),
+            timestamp: self.timestamp,
+            key: self.key,
+            value: self.value,
+            headers,
+        };
+        (self.partition, record)
     }
 
     /// The topic, shared.

@@ -6,11 +6,12 @@
 //! handler's `Continue` or `DeadLetter` lets the task go on from there, without going back to
 //! its last commit.
 
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Message};
 use statestore_changelog::TaskId;
 use store_api::Error;
 
 use crate::processor::{Processor, ProcessorContext, TaskContext};
+use crate::record::InputRecord;
 use crate::runtime::handlers::{FailedRecord, Failure, FailureStage, guarded};
 use crate::runtime::outputs::Output;
 use crate::runtime::shared::Shared;
@@ -25,7 +26,7 @@ pub(crate) fn locate(
     message: &BorrowedMessage<'_>,
 ) -> Option<(TaskId, usize, u64)> {
     let partition = u32::try_from(message.partition()).ok()?;
-    let (id, topic) = shared.locate_topic(message.topic(), partition)?;
+    let (id, topic) = shared.locate_topic(Message::topic(message), partition)?;
     Some((id, topic, u64::try_from(message.offset()).ok()?))
 }
 
@@ -88,7 +89,7 @@ pub(crate) fn process_message<P: Processor + ?Sized>(
 pub(crate) fn process_record<P: Processor + ?Sized>(
     task: &mut Task,
     (partition, topic, offset): (u32, usize, u64),
-    message: &BorrowedMessage<'_>,
+    message: &dyn InputRecord,
     outputs: &mut Vec<Output>,
     processor: &mut P,
 ) -> Called<(bool, bool)> {
@@ -115,7 +116,7 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
     task.replay_record(topic, offset);
     let sent = outputs.len();
     task.begin_call();
-    if let Some(timestamp) = message.timestamp().to_millis() {
+    if let Some(timestamp) = message.timestamp() {
         task.advance_stream_time(timestamp);
     }
     let mut context =
@@ -150,16 +151,15 @@ pub(crate) fn process_record<P: Processor + ?Sized>(
 fn upstream_of<'m>(
     task: &Task,
     topic: usize,
-    message: &'m BorrowedMessage<'_>,
+    message: &'m (dyn InputRecord + '_),
 ) -> Option<Upstream<'m>> {
     if !task.dedups(topic) {
         return None;
     }
-    let header = message
-        .headers()?
-        .iter()
-        .find(|header| header.key == UPSTREAM_HEADER)?;
-    decode_upstream(header.value?)
+    let (_, value) = (0..message.header_count())
+        .filter_map(|index| message.header(index))
+        .find(|(name, _)| *name == UPSTREAM_HEADER)?;
+    decode_upstream(value?)
 }
 
 /// Rolls back the failed call of `task`'s processor ([`Task::roll_back_call`]). A task that

@@ -5,6 +5,7 @@
 //! read side ([`global`]). Nothing here talks to the
 //! consumer group.
 
+pub(crate) mod changelogs;
 pub(crate) mod global;
 pub(crate) mod kv;
 pub mod metrics;

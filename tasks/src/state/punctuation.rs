@@ -64,6 +64,9 @@ struct Schedule {
 pub(crate) struct Punctuators {
     schedules: Vec<Schedule>,
     last_id: u64,
+    /// The wall clock, when the task's driver keeps its own (the test driver's); the
+    /// system's otherwise.
+    wall_clock: Option<i64>,
 }
 
 impl Punctuators {
@@ -85,7 +88,10 @@ impl Punctuators {
         }
         let next = match kind {
             PunctuationType::StreamTime => 0,
-            PunctuationType::WallClockTime => wall_clock_ms().saturating_add(interval),
+            PunctuationType::WallClockTime => self
+                .wall_clock
+                .unwrap_or_else(wall_clock_ms)
+                .saturating_add(interval),
         };
         self.last_id += 1;
         let id = PunctuatorId(self.last_id);
@@ -97,6 +103,12 @@ impl Punctuators {
             next,
         });
         Ok(id)
+    }
+
+    /// From now on, wall-clock punctuators are scheduled from `now` rather than from the
+    /// system's clock.
+    pub fn set_wall_clock(&mut self, now: i64) {
+        self.wall_clock = Some(now);
     }
 
     /// Cancels `id`; returns whether it was scheduled.

@@ -33,11 +33,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use statestore_changelog::{
-    CommitPolicy, KafkaClients, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome,
-    SnapshotStore, StateDirectory, TaskDirectory, TaskId,
+    CommitPolicy, LoggedStore, LoggedStoreConfig, RestoreListener, RestoreOutcome, SnapshotStore,
+    StateDirectory, TaskDirectory, TaskId,
 };
 use store_api::{Error, KeyValueStore, Result};
 
+use super::changelogs::ChangelogOpener;
 use super::kv::{Backing, TaskKv};
 use super::metrics::TaskMetrics;
 use super::position::{POSITION_KEY, decode_task_state, encode_task_state};
@@ -148,11 +149,11 @@ static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 
 impl Task {
     /// Opens and restores every store of task `id`, logged to partition `id.partition` of
-    /// their changelog topics (which have `partitions` partitions).
+    /// their changelog topics (which have `partitions` partitions), opened through `clients`.
     pub fn open(
         state: &StateDirectory,
         config: &TasksConfig,
-        clients: &KafkaClients,
+        clients: &dyn ChangelogOpener,
         id: TaskId,
         partitions: u32,
         mut opening: Opening<'_>,
@@ -740,14 +741,15 @@ fn open_slot(
     dir: &TaskDirectory,
     config: &TasksConfig,
     (spec, topics): (&StoreSpec, &[String]),
-    clients: &KafkaClients,
+    clients: &dyn ChangelogOpener,
     (id, partitions): (TaskId, u32),
     opening: &mut Opening<'_>,
 ) -> Result<Slot> {
     let factory = statestore::resolve(&spec.backend)?;
     let (inner, _) = dir.open_logged_store(factory, &spec.name, &spec.options)?;
     let (backing, (position, stream_time, upstreams), restored) = if spec.logging {
-        let log = clients.open(config.changelog_config(spec, partitions), id.partition)?;
+        let log =
+            clients.open_changelog(config.changelog_config(spec, partitions), id.partition)?;
         let checkpoint = Arc::clone(dir.checkpoint());
         // The task alone decides when its stores commit: at a record boundary, with its
         // position in every commit.
@@ -758,19 +760,15 @@ fn open_slot(
         let store = match &config.snapshots {
             Some(snapshots) => LoggedStore::open_with_snapshots(
                 inner,
-                Arc::new(log),
+                log,
                 checkpoint,
                 logged,
                 Arc::new(SnapshotStore::open(snapshots)?),
                 opening.listener,
             )?,
-            None => LoggedStore::open_with_listener(
-                inner,
-                Arc::new(log),
-                checkpoint,
-                logged,
-                opening.listener,
-            )?,
+            None => {
+                LoggedStore::open_with_listener(inner, log, checkpoint, logged, opening.listener)?
+            }
         };
         // From here on nothing a previous owner of the task appends counts.
         opening.gate.fence(id, &mut || store.fence())?;
