@@ -48,10 +48,9 @@
 //! # Ok::<(), store_api::Error>(())
 //! ```
 //!
-//! Not yet: global stores, typed handles of the other store kinds (TTL, LRU, window,
-//! session, versioned) from the driver (processors reach them as in production),
-//! exactly-once transactions (the tasks commit as under `at_least_once`; state is exactly
-//! once either way), a crash in the middle of a commit.
+//! Not yet: global stores, writes to stores from the test, exactly-once transactions (the
+//! tasks commit as under `at_least_once`; state is exactly once either way), a crash in the
+//! middle of a commit.
 
 mod driver;
 mod stores;
