@@ -146,6 +146,12 @@ impl TestDriverBuilder {
                         DrivenTask::open(&state, &config, &changelogs, (id, count), make(id))?
                     }
                 };
+                let floors: Vec<Option<u64>> = topics
+                    .iter()
+                    .map(|topic| changelogs.committed_offset(topic, partition))
+                    .collect();
+                let mut task = task;
+                task.start_from(&floors);
                 for topic in topics {
                     let log = &mut consumed[readers[topic]].partitions[partition as usize];
                     log.base = task.next_offset(topic).unwrap_or(0);
@@ -533,6 +539,9 @@ impl Inner {
             for topic in task.topics() {
                 let log = &mut self.consumed[self.readers[topic]].partitions[partition];
                 let next = task.next_offset(topic).unwrap_or(0);
+                // As the runtime commits the group's offsets after the stores.
+                self.changelogs
+                    .commit_offset(topic, task.id().partition, next);
                 let past = usize::try_from(next.saturating_sub(log.base))
                     .unwrap_or(usize::MAX)
                     .min(log.records.len());

@@ -207,6 +207,13 @@ impl DrivenTask {
         }
     }
 
+    /// Starts the task, where its stores hold no position for an input topic, from the
+    /// group's committed offset of it (`floors`, by the task's topics), as the runtime does
+    /// after a restore.
+    pub fn start_from(&mut self, floors: &[Option<u64>]) {
+        self.task.start_from(floors);
+    }
+
     /// Whether a store's buffer is full or a punctuator wrote: the task should commit now.
     pub fn needs_commit(&self) -> bool {
         self.task.needs_commit()

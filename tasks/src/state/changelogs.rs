@@ -28,15 +28,35 @@ impl ChangelogOpener for KafkaClients {
 /// Changelogs held in memory, one [`MemoryLog`] per (topic, partition), made at their first
 /// opening. Clones share the logs, so a task opened again through a clone (another test
 /// driver, after a restart) restores from what the first one committed.
+///
+/// They also hold what a broker holds beside a task's changelogs: the group's committed
+/// offset of each input partition, from which a task without a logged store resumes.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryChangelogs {
     logs: Arc<Mutex<HashMap<(String, u32), MemoryLog>>>,
+    group_offsets: Arc<Mutex<HashMap<(String, u32), u64>>>,
 }
 
 impl MemoryChangelogs {
     /// No logs yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Commits `next`, the next offset to process, as the group's offset of `partition` of
+    /// input topic `topic`.
+    pub fn commit_offset(&self, topic: &str, partition: u32, next: u64) {
+        self.group_offsets
+            .lock()
+            .insert((topic.to_owned(), partition), next);
+    }
+
+    /// The group's committed offset of `partition` of input topic `topic`, if any.
+    pub fn committed_offset(&self, topic: &str, partition: u32) -> Option<u64> {
+        self.group_offsets
+            .lock()
+            .get(&(topic.to_owned(), partition))
+            .copied()
     }
 
     /// The log of `partition` of `topic`, if a task opened it.
