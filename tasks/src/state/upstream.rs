@@ -31,12 +31,21 @@ pub(crate) struct Upstream<'a> {
 
 /// The header value of the `index`th output to one topic of the record at `offset` of input
 /// `topic` (an index among the task's inputs) of task `task`.
-pub(crate) fn encode_upstream(task: &str, topic: usize, offset: u64, index: u32) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(12 + task.len());
+/// The task id is written as its text (`0_3`) straight into the value: no string is made
+/// per record.
+pub(crate) fn encode_upstream(
+    task: impl std::fmt::Display,
+    topic: usize,
+    offset: u64,
+    index: u32,
+) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut bytes = Vec::with_capacity(24);
     put_varint(&mut bytes, offset);
     put_varint(&mut bytes, u64::from(index));
     put_varint(&mut bytes, topic as u64);
-    bytes.extend_from_slice(task.as_bytes());
+    // Writing to a Vec cannot fail.
+    let _ = write!(bytes, "{task}");
     bytes
 }
 

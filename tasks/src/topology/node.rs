@@ -213,10 +213,5 @@ fn upstream_header(link: &dyn Dispatch, topic: &str) -> Option<Vec<u8>> {
     let input = link.input()?;
     let topic_index = task.topics.iter().position(|t| t == input.topic)?;
     let index = link.next_output_index(topic);
-    Some(encode_upstream(
-        &task.id.to_string(),
-        topic_index,
-        input.offset,
-        index,
-    ))
+    Some(encode_upstream(task.id, topic_index, input.offset, index))
 }
